@@ -1,0 +1,58 @@
+// BlockMask: which (query block, key block) pairs of a block_sparse program are active, in CSR
+// form per query block, with full blocks (every cell kept) told apart from partial ones.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace attnfuse {
+
+class BlockMask {
+ public:
+  // Keep cell (b, h, q, kv)? Evaluated once per cell at construction.
+  using Predicate = std::function<bool(int64_t b, int64_t h, int64_t q, int64_t kv)>;
+
+  // batch / heads == 1 broadcast over that axis. A block is active iff some cell is kept, full
+  // iff every cell is kept; partial blocks keep a per-cell bitmap, so the mask keeps exactly the
+  // cells the predicate keeps while kernels skip inactive blocks and skip checks on full ones.
+  static BlockMask from_predicate(const Predicate& keep, int64_t batch, int64_t heads,
+                                  int64_t q_len, int64_t kv_len, int block_q = 128,
+                                  int block_k = 128);
+  // grid: [batch, heads, nqb, nkb] bool/uint8 (nonzero = active) with nqb = ceil(q_len/block_q),
+  // nkb = ceil(kv_len/block_k). Active blocks are full: every cell of them is kept.
+  static BlockMask from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
+                              int64_t kv_len, int block_q, int block_k);
+
+  int64_t batch() const { return batch_; }
+  int64_t heads() const { return heads_; }
+  int64_t q_len() const { return q_len_; }
+  int64_t kv_len() const { return kv_len_; }
+  int block_q() const { return block_q_; }
+  int block_k() const { return block_k_; }
+  int64_t num_q_blocks() const { return nqb_; }
+  int64_t num_kv_blocks() const { return nkb_; }
+
+  // Active key blocks of query block qb for (b, h) (broadcast axes are folded), ascending.
+  std::span<const int32_t> kv_blocks(int64_t b, int64_t h, int64_t qb) const;
+  // Parallel to kv_blocks(): 1 where that block is full.
+  std::span<const uint8_t> full_flags(int64_t b, int64_t h, int64_t qb) const;
+  // Exact cell semantics (what the reference uses).
+  bool keeps(int64_t b, int64_t h, int64_t q, int64_t kv) const;
+  // Share of blocks that are active (over all rows of all (b, h)).
+  double density() const;
+
+ private:
+  int64_t row_index(int64_t b, int64_t h, int64_t qb) const;
+  int64_t batch_ = 0, heads_ = 0, q_len_ = 0, kv_len_ = 0, nqb_ = 0, nkb_ = 0;
+  int block_q_ = 128, block_k_ = 128;
+  std::vector<int64_t> row_ptr_;     // [batch*heads*nqb + 1]
+  std::vector<int32_t> col_idx_;     // active key block per entry
+  std::vector<uint8_t> full_;        // per entry
+  std::vector<int64_t> bitmap_ptr_;  // per entry: word offset of its cell bitmap, -1 if full
+  std::vector<uint64_t> bitmap_;     // block_q*block_k bits per partial block, row-major
+};
+
+}  // namespace attnfuse

@@ -1,0 +1,148 @@
+// The typed description of one fused attention kernel: roles (structure, compile time) plus the
+// program's scalars (run-time kernel arguments, so changing a value never recompiles).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnfuse/tensor.hpp"
+
+namespace attnfuse {
+
+// ---- Roles: what the kernel is made of (compile-time structure) ----------------------------
+
+enum class ScoreKind { ScaledDot, Rope, RopeWindow };
+enum class MaskKind { Causal, SlidingWindow, BlockSparse };  // `full` is the empty set
+enum class ModifierKind { Alibi, AdditiveBias, Softcap };
+enum class NormKind { Softmax, ReluAttention };
+enum class Target { Cpu, Cuda };
+
+const char* score_kind_name(ScoreKind k);
+const char* mask_kind_name(MaskKind k);
+const char* modifier_kind_name(ModifierKind k);
+const char* norm_kind_name(NormKind k);
+const char* target_name(Target t);
+
+// The set of masks a program applies (a cell is kept iff every mask keeps it).
+class MaskSet {
+ public:
+  constexpr MaskSet() = default;
+  constexpr bool has(MaskKind k) const { return (bits_ >> static_cast<unsigned>(k)) & 1u; }
+  constexpr void add(MaskKind k) { bits_ |= 1u << static_cast<unsigned>(k); }
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr unsigned bits() const { return bits_; }
+  friend constexpr bool operator==(MaskSet, MaskSet) = default;
+
+ private:
+  unsigned bits_ = 0;
+};
+
+// Score modifiers in program order (innermost first). Each kind appears at most once.
+class ModifierChain {
+ public:
+  static constexpr int kMax = 3;
+  constexpr int size() const { return n_; }
+  constexpr ModifierKind operator[](int i) const { return kinds_[static_cast<size_t>(i)]; }
+  constexpr bool has(ModifierKind k) const {
+    for (int i = 0; i < n_; ++i)
+      if (kinds_[static_cast<size_t>(i)] == k) return true;
+    return false;
+  }
+  constexpr void push(ModifierKind k) { kinds_[static_cast<size_t>(n_++)] = k; }
+  // Dense code of the ordered chain: base-4 digits (kind+1), innermost first. Used to pick a
+  // compile-time specialization.
+  constexpr unsigned code() const {
+    unsigned c = 0;
+    for (int i = n_ - 1; i >= 0; --i) c = c * 4u + static_cast<unsigned>(kinds_[static_cast<size_t>(i)]) + 1u;
+    return c;
+  }
+  friend constexpr bool operator==(const ModifierChain& a, const ModifierChain& b) {
+    if (a.n_ != b.n_) return false;
+    for (int i = 0; i < a.n_; ++i)
+      if (a.kinds_[static_cast<size_t>(i)] != b.kinds_[static_cast<size_t>(i)]) return false;
+    return true;
+  }
+
+ private:
+  std::array<ModifierKind, kMax> kinds_{};
+  int n_ = 0;
+};
+
+// ---- Scalars: run-time kernel arguments taken from the program text ------------------------
+
+enum class RopeStyle { Neox, Gptj };
+enum class RopeScaling { None, Linear, Dynamic, Yarn, Llama3, Longrope };
+
+const char* rope_style_name(RopeStyle s);
+const char* rope_scaling_name(RopeScaling s);
+
+// RoPE parameters with Hugging Face names (rope_scaling / rope_parameters). Fields that a
+// scaling does not use are ignored by it.
+struct RopeParams {
+  double base = 10000.0;
+  RopeStyle style = RopeStyle::Neox;
+  int rotary_dim = 0;  // 0: the head dim
+  RopeScaling rope_type = RopeScaling::None;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  int64_t original_max_position_embeddings = 0;
+  double beta_fast = 32.0;  // yarn
+  double beta_slow = 1.0;   // yarn
+  std::optional<double> attention_factor;  // yarn / longrope
+  double mscale = 0.0;          // yarn (DeepSeek variant); 0 = unused
+  double mscale_all_dim = 0.0;  // yarn (DeepSeek variant); 0 = unused
+  std::vector<double> long_factor;   // longrope, rotary_dim/2 entries
+  std::vector<double> short_factor;  // longrope, rotary_dim/2 entries
+  double window_k = 0.0;  // rope_window: keep pair r where |delta| <= k * lambda_r
+};
+
+enum class AlibiSlopes { Standard, Custom };
+
+struct ScalarArgs {
+  std::optional<double> scale;  // unset: 1/sqrt(D)
+  int64_t window = 0;           // sliding_window: keep |delta| < window
+  double softcap = 0.0;         // softcap: s = c * tanh(s / c)
+  AlibiSlopes alibi = AlibiSlopes::Standard;
+  std::vector<double> alibi_slopes;  // Custom: one per query head (or a single value for all)
+  RopeParams rope;
+  friend bool operator==(const ScalarArgs&, const ScalarArgs&) = default;
+};
+
+// ---- Tiling: chosen by the tile pass for a target -----------------------------------------
+
+struct TileConfig {
+  int block_q = 64;   // query rows per tile
+  int block_k = 64;   // keys per tile
+  int num_warps = 0;  // CUDA only
+  int stages = 0;     // CUDA only: cp.async pipeline depth
+  friend bool operator==(const TileConfig&, const TileConfig&) = default;
+};
+
+// ---- The spec -------------------------------------------------------------------------------
+
+struct KernelSpec {
+  // roles
+  ScoreKind score = ScoreKind::ScaledDot;
+  MaskSet masks;
+  ModifierChain modifiers;
+  NormKind norm = NormKind::Softmax;
+  // target and tiling
+  Target target = Target::Cpu;
+  TileConfig tile;
+  DType dtype = DType::F32;  // element type of Q/K/V/O
+  int head_dim = 0;          // 0: any (the CPU kernel takes D at run time)
+  // run-time arguments with the program's values
+  ScalarArgs scalars;
+
+  bool needs_bias() const { return modifiers.has(ModifierKind::AdditiveBias); }
+  bool needs_block_mask() const { return masks.has(MaskKind::BlockSparse); }
+};
+
+// Canonical multi-line printout (`attnfuse compile --emit spec`), stable for golden tests.
+std::string to_string(const KernelSpec& spec);
+
+}  // namespace attnfuse

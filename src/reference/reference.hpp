@@ -1,0 +1,51 @@
+// The reference: seed 003's decomposition as three materialized ops (S = scores with modifiers;
+// P = masks then normalization; O = P V). In float64 it is the oracle of every test; in
+// float32 it is the "three unfused ops" variant of the ablation benchmark.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/kernel_spec.hpp"
+
+namespace attnfuse::reference {
+
+// How the decomposition computes.
+//  F64: double everywhere (the oracle).
+//  Naive: the same-precision naive implementation of DESIGN §3's tolerance rule: float
+//         arithmetic, with S, P and O rounded to the input dtype after each op (identity for
+//         fp32 inputs beyond float arithmetic).
+enum class Precision { F64, Naive };
+
+struct Result {
+  std::vector<double> out;  // [B, Hq, Nq, Dv] contiguous
+  std::vector<double> lse;  // [B, Hq, Nq]; -inf for rows with no kept key
+};
+
+// Reads args.q/k/v/bias/block_mask (any dtype, any strides), ignores args.out/args.lse.
+// Throws Error(Unsupported) for score ops whose semantics are not implemented yet.
+Result attention(const KernelSpec& spec, const AttentionArgs& args,
+                 Precision precision = Precision::F64);
+
+// The three ops for one (b, hq), exposed for the ablation benchmark and for tests.
+// S: [Nq, Nk] row-major scores after the score op and modifiers (masked cells not applied yet).
+template <class T>
+void scores(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, T* S);
+// In place S -> P (masks, then normalization); lse [Nq] (may be null).
+template <class T>
+void normalize(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, T* S,
+               T* lse);
+// O[Nq, Dv] = P V for (b, hq); out row-major contiguous.
+template <class T>
+void pv(const AttentionArgs& args, int64_t b, int64_t hq, const T* P, T* out);
+
+// Does the cell survive every mask of the spec? (Shared by the reference and the kernels' tests.)
+bool keeps(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, int64_t i,
+           int64_t j);
+
+// ALiBi slope of query head h of H (the ALiBi paper's rule, incl. non-power-of-two H), or the
+// custom slopes of the spec.
+double alibi_slope(const ScalarArgs& scalars, int64_t h, int64_t num_heads);
+
+}  // namespace attnfuse::reference
