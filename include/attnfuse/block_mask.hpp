@@ -39,6 +39,13 @@ class BlockMask {
   std::span<const int32_t> kv_blocks(int64_t b, int64_t h, int64_t qb) const;
   // Parallel to kv_blocks(): 1 where that block is full.
   std::span<const uint8_t> full_flags(int64_t b, int64_t h, int64_t qb) const;
+  // Cell bitmap of the e-th entry of kv_blocks(b, h, qb), or nullptr when that block is full:
+  // bit (q - qb*block_q) * block_k + (kv - kb*block_k), least significant first in each word.
+  // Lets kernels apply partial blocks without a lookup per cell.
+  const uint64_t* cell_bits(int64_t b, int64_t h, int64_t qb, size_t e) const {
+    const auto entry = static_cast<size_t>(row_ptr_[static_cast<size_t>(row_index(b, h, qb))]) + e;
+    return bitmap_ptr_[entry] < 0 ? nullptr : bitmap_.data() + bitmap_ptr_[entry];
+  }
   // Exact cell semantics (what the reference uses).
   bool keeps(int64_t b, int64_t h, int64_t q, int64_t kv) const;
   // Share of blocks that are active (over all rows of all (b, h)).

@@ -98,6 +98,7 @@ struct RopeParams {
   std::vector<double> long_factor;   // longrope, rotary_dim/2 entries
   std::vector<double> short_factor;  // longrope, rotary_dim/2 entries
   double window_k = 0.0;  // rope_window: keep pair r where |delta| <= k * lambda_r
+  friend bool operator==(const RopeParams&, const RopeParams&) = default;
 };
 
 enum class AlibiSlopes { Standard, Custom };

@@ -1,0 +1,17 @@
+// The identity of a graph: SHA-256 (hex) of its canonical printout.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "ir/graph.hpp"
+
+namespace attnfuse::ir {
+
+// Lower-case hex SHA-256 of `data` (OpenSSL EVP).
+std::string sha256_hex(std::string_view data);
+
+// sha256_hex(print(graph)): equal for programs that differ only in spelling.
+std::string signature(const Graph& graph);
+
+}  // namespace attnfuse::ir

@@ -1,0 +1,87 @@
+// The one place tile shapes are chosen: a constexpr function of target, head dim, dtype, masks
+// and score op, whose comments record why each number is what it is (FA3's tile_size.h idea).
+#pragma once
+
+#include "attnfuse/kernel_spec.hpp"
+#include "attnfuse/tensor.hpp"
+
+namespace attnfuse::passes {
+
+// Largest head dim the CUDA kernel template can hold: Q tile plus two stages of K and V tiles
+// must fit the 227 KB of shared memory one block may use on sm_90 (see kCudaSmemLimit).
+inline constexpr int kCudaMaxHeadDim = 256;
+inline constexpr int kCudaSmemLimit = 227 * 1024;
+
+// Shared memory of the CUDA forward template (attention_fwd.cuh): Q tile + 2 stages of K and V,
+// rows padded by 8 elements, 2-byte elements.
+constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim) {
+  return (t.block_q + 4 * t.block_k) * (head_dim + 8) * 2;
+}
+
+// head_dim == 0 means "decided at run time" (CPU only: the CPU kernel takes D as an argument).
+constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSet masks,
+                                ScoreKind score, ModifierChain modifiers = {},
+                                NormKind norm = NormKind::Softmax) {
+  TileConfig t;
+  if (target == Target::Cpu) {
+    // CPU: one task owns block_q query rows and streams K/V tiles of block_k keys past them
+    // (online softmax; the score tile is block_q x block_k fp32 and never leaves the core).
+    //  - fp32 K and V tiles of 64 keys x D <= 128 are <= 32 KB each: about one L1d (32 KB on the
+    //    EPYC build machine, 48 KB on recent Intel), so the tile being scored streams from L1/L2
+    //    while Q (32 KB) + O accumulator (32 KB) + S tile (16 KB) + K + V (64 KB) = 144 KB sit in
+    //    the 1 MB per-core L2 with room to spare for the next tiles' prefetch.
+    //  - block_q = 64 rather than 128: each extra query row amortizes the K/V stream further, but
+    //    causal and sliding-window programs waste about half a tile per row block on the
+    //    diagonal, and Nq = 1k with B*H = 1 must still give 16 tasks to spread over the cores.
+    //  - D > 128 (e.g. 256): halve block_k so the K tile stays at 32 KB.
+    //  - bf16/fp16 inputs: the kernel widens each tile to fp32 once, so the working set is the
+    //    fp32 one and the same shape applies.
+    //  - head_dim == 0 (run-time D): the D <= 128 shape, the common case (64, 80, 96, 128).
+    // Not measured yet: the CPU benchmark of issue 2 is where these get checked.
+    t.block_q = 64;
+    t.block_k = head_dim > 128 ? 32 : 64;
+    t.num_warps = 0;
+    t.stages = 0;
+    return t;
+  }
+  // CUDA (attention_fwd.cuh, mma.sync m16n8k16): 16 query rows per warp, 8 warps.
+  // Measured on the H200 (bench/results/2026-11-30-tile-sweep.txt; Llama-3-8B geometry, bf16,
+  // attnfuse alone, TFLOP/s at N = 8k causal / dense):
+  //   128x64x8 205.6 / 233.3   128x128x8 244.8 / 274.0   64x64x4 207.9 / 229.4
+  //   128x32x8 163.0 / 187.1   64x128x4 202.4 / 216.8
+  //  - block_k = 128 wins by 15-20% for plain programs: half the barriers and softmax
+  //    bookkeeping per key, and each warp's Q fragments are reused over twice the keys. It needs
+  //    about 254 registers at D = 128, so per-cell modifiers (alibi, bias, softcap) and ReLU
+  //    normalisation, which add live values per cell, keep block_k = 64 (causal+alibi measured
+  //    190.5 at 128 vs 197.6 at 64, and spills appear at D = 256).
+  //  - D = 256: block_k = 32 keeps the 128-float O accumulator per thread spill-free.
+  //  - More rows per warp (4 warps x 32 rows) would halve shared-memory traffic per FLOP but
+  //    spills at D = 128 (255 registers + 108 B of spill stores); 8 warps it is.
+  //  - stages = 2: the template double-buffers K/V with cp.async.
+  //  - dtype: fp16 and bf16 tiles are the same size; fp32 does not run on tensor cores.
+  //  - masks do not change the shape: causal/sliding skip whole tiles either way.
+  (void)dtype;
+  (void)masks;
+  const bool rope = score == ScoreKind::Rope || score == ScoreKind::RopeWindow;
+  const bool per_cell_work = modifiers.size() > 0 || norm == NormKind::ReluAttention || rope;
+  t.block_q = 128;
+  t.num_warps = 8;
+  t.block_k = head_dim > 128 ? 32 : (per_cell_work ? 64 : 128);
+  t.stages = 2;
+  return t;
+}
+
+// The CUDA choices must be launchable for every head dim the template supports.
+namespace detail {
+constexpr bool cuda_tile_ok(int d, ScoreKind score) {
+  const TileConfig t = tile_sizes(Target::Cuda, d, DType::BF16, MaskSet{}, score);
+  return t.block_q % (16 * t.num_warps) == 0 && t.block_k % 16 == 0 &&
+         cuda_smem_bytes(t, d) <= kCudaSmemLimit;
+}
+}  // namespace detail
+static_assert(detail::cuda_tile_ok(32, ScoreKind::ScaledDot) && detail::cuda_tile_ok(64, ScoreKind::Rope) &&
+              detail::cuda_tile_ok(64, ScoreKind::ScaledDot) && detail::cuda_tile_ok(96, ScoreKind::ScaledDot) &&
+              detail::cuda_tile_ok(128, ScoreKind::Rope) && detail::cuda_tile_ok(256, ScoreKind::ScaledDot),
+              "a CUDA tile choice breaks the kernel template's constraints");
+
+}  // namespace attnfuse::passes

@@ -1,0 +1,463 @@
+// The reference decomposition (seed 003): S = scores with modifiers, P = masks then normalization,
+// O = P V, each materialized, in float64 (the oracle) or in the naive same-precision form.
+#include "reference/reference.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <numbers>
+
+#include "attnfuse/error.hpp"
+#include "common/dtype.hpp"
+
+namespace attnfuse::reference {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// The validated dimensions of one call.
+struct Dims {
+  int64_t B = 0, Hq = 0, Hkv = 0, Nq = 0, Nk = 0, D = 0, Dv = 0, group = 1, q_offset = 0;
+  double scale = 1.0;
+  int rotary_dim = 0;  // rope / rope_window only
+};
+
+[[noreturn]] void shape_error(const std::string& msg) { throw Error(ErrorCode::Shape, msg); }
+
+std::string shape_str(const std::array<int64_t, 4>& s) {
+  return fmt::format("[{}, {}, {}, {}]", s[0], s[1], s[2], s[3]);
+}
+
+void check_view(const TensorView& t, const char* name) {
+  for (int64_t s : t.shape)
+    if (s < 0) shape_error(fmt::format("{} has a negative dimension: {}", name, shape_str(t.shape)));
+  if (t.numel() > 0 && t.data == nullptr) shape_error(fmt::format("{} has no data pointer", name));
+}
+
+Dims check(const KernelSpec& spec, const AttentionArgs& a) {
+  check_view(a.q, "Q");
+  check_view(a.k, "K");
+  check_view(a.v, "V");
+  Dims d;
+  d.B = a.q.shape[0], d.Hq = a.q.shape[1], d.Nq = a.q.shape[2], d.D = a.q.shape[3];
+  d.Hkv = a.k.shape[1], d.Nk = a.k.shape[2], d.Dv = a.v.shape[3];
+  if (a.k.shape[0] != d.B || a.k.shape[3] != d.D)
+    shape_error(fmt::format("K {} does not fit Q {}: K must be [B, Hkv, Nk, D] with Q's B and D",
+                            shape_str(a.k.shape), shape_str(a.q.shape)));
+  if (a.v.shape[0] != d.B || a.v.shape[1] != d.Hkv || a.v.shape[2] != d.Nk)
+    shape_error(fmt::format("V {} does not fit K {}: V must be [B, Hkv, Nk, Dv]",
+                            shape_str(a.v.shape), shape_str(a.k.shape)));
+  if (d.Hq > 0 && (d.Hkv == 0 || d.Hq % d.Hkv != 0))
+    shape_error(fmt::format("query heads ({}) must be a multiple of key/value heads ({})", d.Hq, d.Hkv));
+  d.group = d.Hkv > 0 ? std::max<int64_t>(1, d.Hq / d.Hkv) : 1;
+  if (spec.head_dim != 0 && spec.head_dim != d.D)
+    shape_error(fmt::format("the kernel was compiled for head dim {} but Q has head dim {}",
+                            spec.head_dim, d.D));
+  d.q_offset = a.resolved_q_offset();
+  // D = 0 has no 1/sqrt(D): use 1 so an empty contraction gives zero scores, not NaN.
+  d.scale = spec.scalars.scale ? *spec.scalars.scale : (d.D > 0 ? 1.0 / std::sqrt(double(d.D)) : 1.0);
+
+  if (spec.needs_bias()) {
+    if (!a.bias)
+      throw Error(ErrorCode::MissingTensor,
+                  "the program uses additive_bias but no bias tensor was given");
+    check_view(*a.bias, "bias");
+    const auto& s = a.bias->shape;
+    if ((s[0] != 1 && s[0] != d.B) || (s[1] != 1 && s[1] != d.Hq) || s[2] != d.Nq || s[3] != d.Nk)
+      shape_error(fmt::format("bias {} must be [1|B, 1|Hq, Nq, Nk] = [1|{}, 1|{}, {}, {}]",
+                              shape_str(s), d.B, d.Hq, d.Nq, d.Nk));
+  }
+  if (spec.needs_block_mask()) {
+    const BlockMask* m = a.block_mask;
+    if (!m)
+      throw Error(ErrorCode::MissingTensor,
+                  "the program uses block_sparse but no BlockMask was given");
+    if (m->q_len() != d.Nq || m->kv_len() != d.Nk)
+      shape_error(fmt::format("the BlockMask was built for lengths (q {}, kv {}) but the call has "
+                              "(q {}, kv {}); rebuild it for these lengths",
+                              m->q_len(), m->kv_len(), d.Nq, d.Nk));
+    if ((m->batch() != 1 && m->batch() != d.B) || (m->heads() != 1 && m->heads() != d.Hq))
+      shape_error(fmt::format("the BlockMask has batch {} and heads {}; they must be 1 or the "
+                              "call's batch {} and query heads {}",
+                              m->batch(), m->heads(), d.B, d.Hq));
+  }
+  if (spec.modifiers.has(ModifierKind::Alibi) && spec.scalars.alibi == AlibiSlopes::Custom) {
+    const auto n = static_cast<int64_t>(spec.scalars.alibi_slopes.size());
+    if (n != 1 && n != d.Hq)
+      shape_error(fmt::format("alibi has {} custom slopes but the call has {} query heads", n, d.Hq));
+  }
+  if (spec.score != ScoreKind::ScaledDot) {
+    const RopeParams& rp = spec.scalars.rope;
+    if (rp.rope_type != RopeScaling::None)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("rope_type={} is not implemented by the reference yet; it arrives "
+                              "with the RoPE issue",
+                              rope_scaling_name(rp.rope_type)));
+    d.rotary_dim = rp.rotary_dim > 0 ? rp.rotary_dim : static_cast<int>(d.D);
+    if (d.rotary_dim % 2 != 0 || d.rotary_dim > d.D)
+      shape_error(fmt::format("rotary_dim {} must be even and at most the head dim {}",
+                              d.rotary_dim, d.D));
+  }
+  return d;
+}
+
+// Rounding of the naive form: float results are rounded to the input dtype; double is exact.
+inline double rnd(DType, double x) { return x; }
+inline float rnd(DType t, float x) { return round_to(t, x); }
+
+// RoPE of one vector at position `pos`, in place: pair r (of rotary_dim/2) turns by pos * θ_r.
+// The naive form follows what a same-precision model does (Hugging Face): inverse frequencies and
+// angles in fp32, cos/sin rounded to the dtype, each product and sum rounded.
+template <class T>
+void rotate(const RopeParams& rp, int rotary_dim, int64_t pos, DType rt, T* x) {
+  const int half = rotary_dim / 2;
+  for (int r = 0; r < half; ++r) {
+    const int ia = rp.style == RopeStyle::Neox ? r : 2 * r;
+    const int ib = rp.style == RopeStyle::Neox ? r + half : 2 * r + 1;
+    T c, s;
+    if constexpr (std::is_same_v<T, double>) {
+      const double angle = double(pos) * std::pow(rp.base, -2.0 * r / rotary_dim);
+      c = std::cos(angle), s = std::sin(angle);
+    } else {
+      const float inv_freq = 1.0f / std::pow(float(rp.base), float(2 * r) / float(rotary_dim));
+      const float angle = float(pos) * inv_freq;
+      c = rnd(rt, std::cos(angle)), s = rnd(rt, std::sin(angle));
+    }
+    const T a = x[ia], b = x[ib];
+    x[ia] = rnd(rt, rnd(rt, a * c) - rnd(rt, b * s));
+    x[ib] = rnd(rt, rnd(rt, b * c) + rnd(rt, a * s));
+  }
+}
+
+// Everything one worker needs, shared read-only.
+struct Ctx {
+  const KernelSpec& spec;
+  const AttentionArgs& args;
+  const Dims& d;
+  DType rt;  // the dtype the naive form rounds to
+};
+
+// K (transposed to [D, Nk], rotated when the score op is rope) and V ([Nk, Dv]) of one
+// (b, kv head), converted once so the inner loops are contiguous and vectorize.
+template <class T>
+struct KvHead {
+  std::vector<T> kt, v;
+};
+
+template <class T>
+KvHead<T> load_kv(const Ctx& c, int64_t b, int64_t hkv) {
+  const Dims& d = c.d;
+  KvHead<T> kv;
+  kv.kt.resize(static_cast<size_t>(d.D * d.Nk));
+  kv.v.resize(static_cast<size_t>(d.Nk * d.Dv));
+  std::vector<T> row(static_cast<size_t>(d.D));
+  for (int64_t j = 0; j < d.Nk; ++j) {
+    for (int64_t x = 0; x < d.D; ++x)
+      row[size_t(x)] = load_elem(c.args.k.data, c.args.k.dtype, c.args.k.offset(b, hkv, j, x));
+    if (c.spec.score != ScoreKind::ScaledDot) rotate(c.spec.scalars.rope, d.rotary_dim, j, c.rt, row.data());
+    for (int64_t x = 0; x < d.D; ++x) kv.kt[size_t(x * d.Nk + j)] = row[size_t(x)];
+    for (int64_t x = 0; x < d.Dv; ++x)
+      kv.v[size_t(j * d.Dv + x)] = load_elem(c.args.v.data, c.args.v.dtype, c.args.v.offset(b, hkv, j, x));
+  }
+  return kv;
+}
+
+// Keys [lo, hi) that causal and sliding_window leave to row i (all keys when neither applies).
+std::pair<int64_t, int64_t> key_interval(const KernelSpec& spec, const Dims& d, int64_t i) {
+  const int64_t pq = i + d.q_offset;
+  int64_t lo = 0, hi = d.Nk;
+  if (spec.masks.has(MaskKind::Causal)) hi = std::min(hi, pq + 1);
+  if (spec.masks.has(MaskKind::SlidingWindow)) {
+    lo = std::max(lo, pq - spec.scalars.window + 1);
+    hi = std::min(hi, pq + spec.scalars.window);
+  }
+  return {lo, std::max(lo, hi)};
+}
+
+// S rows [i0, i1) of (b, hq): the score op, then the modifiers in program order. With
+// `all_cells` false, cells outside the causal/window interval are left 0 (the oracle never
+// reads them); the public scores() materializes every cell, as an unfused op would.
+template <class T>
+void score_rows(const Ctx& c, const KvHead<T>& kv, int64_t b, int64_t hq, int64_t i0, int64_t i1, T* S,
+                bool all_cells) {
+  const Dims& d = c.d;
+  const KernelSpec& spec = c.spec;
+  const int64_t Nk = d.Nk, D = d.D, rows = i1 - i0;
+  const double slope = spec.modifiers.has(ModifierKind::Alibi) ? alibi_slope(spec.scalars, hq, d.Hq) : 0.0;
+  std::vector<T> q(static_cast<size_t>(rows * D));
+  std::vector<std::pair<int64_t, int64_t>> range(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    T* qr = q.data() + r * D;
+    for (int64_t x = 0; x < D; ++x) qr[x] = load_elem(c.args.q.data, c.args.q.dtype, c.args.q.offset(b, hq, i0 + r, x));
+    if (spec.score != ScoreKind::ScaledDot) rotate(spec.scalars.rope, d.rotary_dim, i0 + r + d.q_offset, c.rt, qr);
+    range[size_t(r)] = all_cells ? std::pair<int64_t, int64_t>{0, Nk} : key_interval(spec, d, i0 + r);
+  }
+  std::fill(S, S + rows * Nk, T(0));
+  // rope_window (ATFlash): pair r contributes only where |Δ| <= k * λ_r, λ_r = 2π / θ_r;
+  // dims past rotary_dim (and every dim of the other score ops) contribute to every cell.
+  const bool windowed = spec.score == ScoreKind::RopeWindow;
+  const int half = windowed ? d.rotary_dim / 2 : 0;
+  const RopeParams& rp = spec.scalars.rope;
+  std::vector<double> reach(static_cast<size_t>(half));
+  for (int r = 0; r < half; ++r) reach[size_t(r)] = rp.window_k * 2.0 * std::numbers::pi / std::pow(rp.base, -2.0 * r / d.rotary_dim);
+  // Q K^T over blocks of 256 keys: the K^T block (D x 256) stays in L2 while every row reads it.
+  constexpr int64_t kBlock = 256;
+  for (int64_t j0 = 0; j0 < Nk; j0 += kBlock)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t ja = std::max(range[size_t(r)].first, j0), jb = std::min(range[size_t(r)].second, j0 + kBlock);
+      const T* qr = q.data() + r * D;
+      T* s = S + r * Nk;
+      for (int64_t x = windowed ? d.rotary_dim : 0; x < D; ++x) {
+        const T qx = qr[x];
+        const T* kx = kv.kt.data() + x * Nk;
+        for (int64_t j = ja; j < jb; ++j) s[j] += qx * kx[j];
+      }
+      const int64_t pq = i0 + r + d.q_offset;
+      for (int p = 0; p < half; ++p) {
+        const int ia = rp.style == RopeStyle::Neox ? p : 2 * p, ib = rp.style == RopeStyle::Neox ? p + half : 2 * p + 1;
+        const T qa = qr[ia], qb = qr[ib];
+        const T *ka = kv.kt.data() + ia * Nk, *kb = kv.kt.data() + ib * Nk;
+        for (int64_t j = ja; j < jb; ++j)
+          if (std::abs(double(pq - j)) <= reach[size_t(p)]) s[j] += qa * ka[j] + qb * kb[j];
+      }
+    }
+  const T scale = T(d.scale), cap = T(spec.scalars.softcap);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r, pq = i + d.q_offset;
+    const auto [lo, hi] = range[size_t(r)];
+    T* s = S + r * Nk;
+    for (int64_t j = lo; j < hi; ++j) s[j] = rnd(c.rt, scale * s[j]);
+    for (int m = 0; m < spec.modifiers.size(); ++m) {
+      switch (spec.modifiers[m]) {
+        case ModifierKind::Alibi:
+          for (int64_t j = lo; j < hi; ++j) s[j] = rnd(c.rt, s[j] + T(-slope * std::abs(double(pq - j))));
+          break;
+        case ModifierKind::AdditiveBias: {
+          const TensorView& bias = *c.args.bias;
+          const int64_t bb = bias.shape[0] == 1 ? 0 : b, bh = bias.shape[1] == 1 ? 0 : hq;
+          for (int64_t j = lo; j < hi; ++j)
+            s[j] = rnd(c.rt, s[j] + T(load_elem(bias.data, bias.dtype, bias.offset(bb, bh, i, j))));
+          break;
+        }
+        case ModifierKind::Softcap:
+          // Three rounded ops in the naive form (divide, tanh, multiply), as FlashAttention's
+          // same-precision reference does.
+          for (int64_t j = lo; j < hi; ++j) s[j] = rnd(c.rt, cap * rnd(c.rt, std::tanh(rnd(c.rt, s[j] / cap))));
+          break;
+      }
+    }
+  }
+}
+
+// Which keys row i keeps (1/0 per key), every mask applied.
+void kept_row(const Ctx& c, int64_t b, int64_t hq, int64_t i, uint8_t* keep) {
+  const Dims& d = c.d;
+  const auto [lo, hi] = key_interval(c.spec, d, i);
+  std::fill(keep, keep + d.Nk, uint8_t{0});
+  if (lo >= hi) return;
+  if (!c.spec.masks.has(MaskKind::BlockSparse)) {
+    std::fill(keep + lo, keep + hi, uint8_t{1});
+    return;
+  }
+  const BlockMask& bm = *c.args.block_mask;
+  const int64_t qb = i / bm.block_q();
+  auto cols = bm.kv_blocks(b, hq, qb);
+  auto full = bm.full_flags(b, hq, qb);
+  for (size_t e = 0; e < cols.size(); ++e) {
+    const int64_t k0 = std::max(lo, int64_t{cols[e]} * bm.block_k());
+    const int64_t k1 = std::min(hi, (int64_t{cols[e]} + 1) * bm.block_k());
+    for (int64_t j = k0; j < k1; ++j) keep[j] = full[e] ? 1 : (bm.keeps(b, hq, i, j) ? 1 : 0);
+  }
+}
+
+// In place S -> P for rows [i0, i1); lse (may be null) gets one value per row.
+template <class T>
+void normalize_rows(const Ctx& c, int64_t b, int64_t hq, int64_t i0, int64_t i1, T* S, T* lse) {
+  const int64_t Nk = c.d.Nk;
+  std::vector<uint8_t> keep(static_cast<size_t>(Nk));
+  for (int64_t i = i0; i < i1; ++i) {
+    T* s = S + (i - i0) * Nk;
+    kept_row(c, b, hq, i, keep.data());
+    int64_t count = 0;
+    T m = T(kNegInf);
+    for (int64_t j = 0; j < Nk; ++j) {
+      if (!keep[size_t(j)]) continue;
+      ++count;
+      if (std::isnan(s[j]) || s[j] > m) m = std::isnan(m) ? m : s[j];  // NaN sticks
+    }
+    // No kept key, or every kept score is -inf (e.g. a -inf bias): no key carries weight, so the
+    // row is O = 0 and LSE = -inf rather than 0/0.
+    const bool empty = count == 0 ||
+                       (c.spec.norm == NormKind::Softmax && m == T(kNegInf));
+    T row_lse;
+    if (empty) {
+      std::fill(s, s + Nk, T(0));
+      row_lse = T(kNegInf);
+    } else if (c.spec.norm == NormKind::Softmax) {
+      T sum = 0;
+      for (int64_t j = 0; j < Nk; ++j) {
+        s[j] = keep[size_t(j)] ? std::exp(s[j] - m) : T(0);
+        sum += s[j];
+      }
+      for (int64_t j = 0; j < Nk; ++j) s[j] = rnd(c.rt, s[j] / sum);
+      row_lse = m + std::log(sum);
+    } else {
+      // relu_attention: p = max(s, 0) / L_i (NaN propagates); its LSE is log L_i, the log of
+      // the normalizer, so a split-KV combine can weight partial rows by their key counts.
+      const T L = T(count);
+      for (int64_t j = 0; j < Nk; ++j) {
+        const T x = s[j];
+        s[j] = keep[size_t(j)] ? rnd(c.rt, (std::isnan(x) || x > 0 ? x : T(0)) / L) : T(0);
+      }
+      row_lse = std::log(L);
+    }
+    if (lse) lse[i - i0] = row_lse;
+  }
+}
+
+// O rows [i0, i1) = P V. A zero weight contributes nothing (masked keys are not selected), so
+// NaN/Inf in V at masked keys does not propagate; at kept keys with nonzero weight it does.
+template <class T>
+void pv_rows(int64_t Nk, int64_t Dv, const T* v, int64_t rows, const T* P, T* out, DType rt) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* o = out + r * Dv;
+    std::fill(o, o + Dv, T(0));
+    const T* p = P + r * Nk;
+    for (int64_t j = 0; j < Nk; ++j) {
+      const T w = p[j];
+      if (w == T(0)) continue;
+      const T* vj = v + j * Dv;
+      for (int64_t x = 0; x < Dv; ++x) o[x] += w * vj[x];
+    }
+    for (int64_t x = 0; x < Dv; ++x) o[x] = rnd(rt, o[x]);
+  }
+}
+
+template <class T>
+void run(const Ctx& c, Result& res) {
+  const Dims& d = c.d;
+  // Rows per task: bounded so the materialized S of one task stays within ~8 MB.
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(256, (int64_t{1} << 20) / std::max<int64_t>(1, d.Nk)));
+  const int64_t chunks = (d.Nq + rows - 1) / rows;
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t hkv = 0; hkv < d.Hkv; ++hkv) {
+      if (d.Nq == 0) continue;
+      const KvHead<T> kv = load_kv<T>(c, b, hkv);
+      const int64_t tasks = d.group * chunks;
+      std::exception_ptr failure;
+      // Threads only pay off past ~1M multiply-adds; below that, waking them costs more (and a
+      // loaded machine makes the wake-up barrier slow).
+      const bool parallel = tasks > 1 && d.group * d.Nq * d.Nk * (d.D + d.Dv) > (int64_t{1} << 20);
+#pragma omp parallel if (parallel)
+      {
+        std::vector<T> S, lse, out;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < tasks; ++t) {
+          try {
+            const int64_t hq = hkv * d.group + t / chunks;
+            const int64_t i0 = (t % chunks) * rows, i1 = std::min(d.Nq, i0 + rows);
+            S.resize(static_cast<size_t>((i1 - i0) * d.Nk));
+            lse.resize(static_cast<size_t>(i1 - i0));
+            out.resize(static_cast<size_t>((i1 - i0) * d.Dv));
+            score_rows(c, kv, b, hq, i0, i1, S.data(), false);
+            normalize_rows(c, b, hq, i0, i1, S.data(), lse.data());
+            pv_rows(d.Nk, d.Dv, kv.v.data(), i1 - i0, S.data(), out.data(), c.rt);
+            const int64_t row0 = (b * d.Hq + hq) * d.Nq;
+            std::copy(out.begin(), out.end(), res.out.begin() + (row0 + i0) * d.Dv);
+            std::copy(lse.begin(), lse.end(), res.lse.begin() + row0 + i0);
+          } catch (...) {
+#pragma omp critical(attnfuse_reference_failure)
+            if (!failure) failure = std::current_exception();
+          }
+        }
+      }
+      if (failure) std::rethrow_exception(failure);
+    }
+}
+
+}  // namespace
+
+Result attention(const KernelSpec& spec, const AttentionArgs& args, Precision precision) {
+  const Dims d = check(spec, args);
+  Result res;
+  res.out.assign(static_cast<size_t>(d.B * d.Hq * d.Nq * d.Dv), 0.0);
+  res.lse.assign(static_cast<size_t>(d.B * d.Hq * d.Nq), kNegInf);
+  const Ctx c{spec, args, d, args.q.dtype};
+  if (precision == Precision::F64)
+    run<double>(c, res);
+  else
+    run<float>(c, res);
+  return res;
+}
+
+template <class T>
+void scores(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, T* S) {
+  const Dims d = check(spec, args);
+  const Ctx c{spec, args, d, args.q.dtype};
+  const KvHead<T> kv = load_kv<T>(c, b, hq / d.group);
+  score_rows(c, kv, b, hq, 0, d.Nq, S, true);
+}
+
+template <class T>
+void normalize(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, T* S, T* lse) {
+  const Dims d = check(spec, args);
+  const Ctx c{spec, args, d, args.q.dtype};
+  normalize_rows(c, b, hq, 0, d.Nq, S, lse);
+}
+
+template <class T>
+void pv(const AttentionArgs& args, int64_t b, int64_t hq, const T* P, T* out) {
+  const TensorView& v = args.v;
+  const int64_t Hq = args.q.shape[1], Nq = args.q.shape[2], Hkv = v.shape[1], Nk = v.shape[2], Dv = v.shape[3];
+  if (Hkv <= 0 || Hq % Hkv != 0)
+    shape_error(fmt::format("query heads ({}) must be a multiple of key/value heads ({})", Hq, Hkv));
+  const int64_t hkv = hq / (Hq / Hkv);
+  std::vector<T> vv(static_cast<size_t>(Nk * Dv));
+  for (int64_t j = 0; j < Nk; ++j)
+    for (int64_t x = 0; x < Dv; ++x) vv[size_t(j * Dv + x)] = load_elem(v.data, v.dtype, v.offset(b, hkv, j, x));
+  pv_rows(Nk, Dv, vv.data(), Nq, P, out, args.q.dtype);
+}
+
+template void scores<double>(const KernelSpec&, const AttentionArgs&, int64_t, int64_t, double*);
+template void scores<float>(const KernelSpec&, const AttentionArgs&, int64_t, int64_t, float*);
+template void normalize<double>(const KernelSpec&, const AttentionArgs&, int64_t, int64_t, double*, double*);
+template void normalize<float>(const KernelSpec&, const AttentionArgs&, int64_t, int64_t, float*, float*);
+template void pv<double>(const AttentionArgs&, int64_t, int64_t, const double*, double*);
+template void pv<float>(const AttentionArgs&, int64_t, int64_t, const float*, float*);
+
+bool keeps(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, int64_t i, int64_t j) {
+  const int64_t delta = i + args.resolved_q_offset() - j;
+  if (spec.masks.has(MaskKind::Causal) && delta < 0) return false;
+  if (spec.masks.has(MaskKind::SlidingWindow) && std::abs(delta) >= spec.scalars.window) return false;
+  if (spec.masks.has(MaskKind::BlockSparse)) {
+    if (!args.block_mask)
+      throw Error(ErrorCode::MissingTensor, "the program uses block_sparse but no BlockMask was given");
+    if (!args.block_mask->keeps(b, hq, i, j)) return false;
+  }
+  return true;
+}
+
+double alibi_slope(const ScalarArgs& scalars, int64_t h, int64_t num_heads) {
+  if (scalars.alibi == AlibiSlopes::Custom) {
+    const auto& s = scalars.alibi_slopes;
+    if (s.size() == 1) return s[0];
+    if (static_cast<int64_t>(s.size()) != num_heads || h < 0 || h >= num_heads)
+      shape_error(fmt::format("alibi has {} custom slopes but the call has {} query heads", s.size(), num_heads));
+    return s[static_cast<size_t>(h)];
+  }
+  if (num_heads <= 0 || h < 0 || h >= num_heads)
+    shape_error(fmt::format("alibi slope of head {} asked for {} heads", h, num_heads));
+  // ALiBi (Press et al.): for n a power of two, slope_h = 2^(-8(h+1)/n). Otherwise take the n'
+  // slopes of the closest lower power of two n', then every other slope of the 2n' sequence
+  // (2^(-8(2k+1)/(2n')), k = 0, 1, ...) for the remaining heads.
+  int64_t p = 1;
+  while (p * 2 <= num_heads) p *= 2;
+  if (h < p) return std::exp2(-8.0 * double(h + 1) / double(p));
+  const int64_t k = h - p;
+  return std::exp2(-8.0 * double(2 * k + 1) / double(2 * p));
+}
+
+}  // namespace attnfuse::reference

@@ -1,0 +1,233 @@
+// Tests of the passes one by one (fuse, tile, lower), the pipeline's trace, and tile_sizes.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "attnfuse/error.hpp"
+#include "ir/verifier.hpp"
+#include "pass_helpers.hpp"
+#include "passes/fuse.hpp"
+#include "passes/lower.hpp"
+#include "passes/pipeline.hpp"
+#include "passes/tile.hpp"
+#include "passes/tile_sizes.hpp"
+
+namespace attnfuse::testing {
+namespace {
+
+using ir::Op;
+using passes::FusedAttention;
+
+FusedAttention fused(const ir::Graph& g) {
+  ir::verify(g);  // the contract of fuse
+  return passes::fuse(g);
+}
+
+TEST(Fuse, RecognisesRolesAndKeepsModifierOrder) {
+  const auto f = fused(program(sdp(), {{Op::Causal}, {Op::Alibi}, {Op::Softcap, {param("cap", 30.0)}}}));
+  EXPECT_EQ(f.score, ScoreKind::ScaledDot);
+  EXPECT_TRUE(f.masks.has(MaskKind::Causal));
+  EXPECT_FALSE(f.masks.has(MaskKind::SlidingWindow));
+  ASSERT_EQ(f.modifiers.size(), 2);
+  EXPECT_EQ(f.modifiers[0], ModifierKind::Alibi);
+  EXPECT_EQ(f.modifiers[1], ModifierKind::Softcap);
+  EXPECT_EQ(f.norm, NormKind::Softmax);
+  EXPECT_EQ(f.scalars.softcap, 30.0);
+
+  const auto g = fused(program(sdp(), {{Op::Softcap, {param("cap", 30.0)}}, {Op::Causal}, {Op::Alibi}}));
+  EXPECT_EQ(g.modifiers[0], ModifierKind::Softcap) << "program order, innermost first";
+  EXPECT_EQ(g.modifiers[1], ModifierKind::Alibi);
+  EXPECT_NE(f.modifiers, g.modifiers);
+  EXPECT_EQ(f.masks, g.masks) << "masks are a set: their position in the chain does not matter";
+}
+
+TEST(Fuse, ScoreOpsNormsMasksAndScalars) {
+  const auto a = fused(program({Op::Rope, {param("base", 500000.0), param("style", std::string("gptj"))}},
+                               {{Op::SlidingWindow, {param("window", 256.0)}}, {Op::BlockSparse}},
+                               Op::ReluAttention));
+  EXPECT_EQ(a.score, ScoreKind::Rope);
+  EXPECT_EQ(a.norm, NormKind::ReluAttention);
+  EXPECT_TRUE(a.masks.has(MaskKind::SlidingWindow));
+  EXPECT_TRUE(a.masks.has(MaskKind::BlockSparse));
+  EXPECT_EQ(a.scalars.window, 256);
+  EXPECT_EQ(a.scalars.rope.base, 500000.0);
+  EXPECT_EQ(a.scalars.rope.style, RopeStyle::Gptj);
+
+  const auto b = fused(program({Op::ScaledDotProduct, {param("scale", 0.125)}}, {{Op::Full}}));
+  EXPECT_TRUE(b.masks.empty()) << "full adds no mask";
+  EXPECT_EQ(b.modifiers.size(), 0);
+  ASSERT_TRUE(b.scalars.scale.has_value());
+  EXPECT_EQ(*b.scalars.scale, 0.125);
+
+  const auto c = fused(program({Op::RopeWindow, {param("k", 2.0)}}, {{Op::Causal}, {Op::AdditiveBias}}));
+  EXPECT_EQ(c.score, ScoreKind::RopeWindow);
+  EXPECT_EQ(c.scalars.rope.window_k, 2.0);
+  EXPECT_EQ(c.modifiers[0], ModifierKind::AdditiveBias);
+
+  const auto d = fused(program(sdp(), {}));  // softmax(scaled_dot_product(Q, K)) @ V
+  EXPECT_TRUE(d.masks.empty());
+  EXPECT_FALSE(d.scalars.scale.has_value());
+}
+
+TEST(Fuse, RejectsWhatOneKernelCannotHold) {
+  // Not verified on purpose: fuse must still refuse, with a Verify error, rather than guess.
+  const ir::Graph twice = program(sdp(), {{Op::Alibi}, {Op::Alibi}});
+  try {
+    passes::fuse(twice);
+    FAIL() << "alibi twice must not fuse";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Verify);
+    EXPECT_NE(std::string(e.what()).find("alibi is applied twice"), std::string::npos) << e.what();
+  }
+  ir::Builder b;
+  const ir::NodeId q = b.tensor("Q"), k = b.tensor("K");
+  const ir::NodeId s = b.call(Op::ScaledDotProduct, {q, k}, {});
+  const ir::NodeId p = b.call(Op::Softmax, {s}, {});
+  const ir::Graph no_pv = std::move(b).finish(p);
+  try {
+    passes::fuse(no_pv);
+    FAIL() << "a program without @ V must not fuse";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Verify);
+    EXPECT_NE(std::string(e.what()).find("@ V"), std::string::npos) << e.what();
+  }
+  // Two sliding windows (if a graph ever carried them) intersect: the smaller wins.
+  const ir::Graph two = program(sdp(), {{Op::SlidingWindow, {param("window", 64.0)}},
+                                        {Op::SlidingWindow, {param("window", 16.0)}}});
+  EXPECT_EQ(passes::fuse(two).scalars.window, 16);
+}
+
+TEST(TileSizes, CpuChoices) {
+  const MaskSet none;
+  for (int d : {0, 32, 64, 80, 96, 128}) {
+    const TileConfig t = passes::tile_sizes(Target::Cpu, d, DType::F32, none, ScoreKind::ScaledDot);
+    EXPECT_EQ(t.block_q, 64) << d;
+    EXPECT_EQ(t.block_k, 64) << d;
+    EXPECT_EQ(t.num_warps, 0);
+  }
+  EXPECT_EQ(passes::tile_sizes(Target::Cpu, 256, DType::BF16, none, ScoreKind::ScaledDot).block_k, 32);
+  static_assert(passes::tile_sizes(Target::Cpu, 64, DType::F32, MaskSet{}, ScoreKind::ScaledDot).block_q == 64,
+                "tile_sizes is usable at compile time");
+}
+
+TEST(TileSizes, CudaChoicesFitTheTemplate) {
+  for (int d : {32, 64, 80, 96, 128, 256})
+    for (ScoreKind sk : {ScoreKind::ScaledDot, ScoreKind::Rope}) {
+      const TileConfig t = passes::tile_sizes(Target::Cuda, d, DType::F16, MaskSet{}, sk);
+      EXPECT_EQ(t.block_q, 128);
+      EXPECT_EQ(t.num_warps, 8);
+      EXPECT_EQ(t.stages, 2);
+      EXPECT_EQ(t.block_q % (16 * t.num_warps), 0);
+      EXPECT_EQ(t.block_k % 16, 0);
+      EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit) << d;
+    }
+  // Measured choices (tile_sizes.hpp): wide key tiles for plain programs, 64 where per-cell work
+  // adds live registers, 32 at D = 256.
+  ModifierChain alibi;
+  alibi.push(ModifierKind::Alibi);
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::ScaledDot).block_k, 128);
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::ScaledDot, alibi).block_k, 64);
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 64, DType::BF16, MaskSet{}, ScoreKind::ScaledDot, {},
+                               NormKind::ReluAttention).block_k, 64);
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 64, DType::BF16, MaskSet{}, ScoreKind::Rope).block_k, 64);
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 256, DType::BF16, MaskSet{}, ScoreKind::ScaledDot).block_k, 32);
+}
+
+TEST(Tile, TakesTargetDtypeHeadDimAndRejectsBadOnes) {
+  const auto f = fused(program(sdp(), {{Op::Causal}}));
+  const auto cpu = passes::tile(f, {Target::Cpu, DType::BF16, 0});
+  EXPECT_EQ(cpu.fused, f);
+  EXPECT_EQ(cpu.target, Target::Cpu);
+  EXPECT_EQ(cpu.dtype, DType::BF16);
+  EXPECT_EQ(cpu.head_dim, 0);
+  EXPECT_EQ(cpu.tile, passes::tile_sizes(Target::Cpu, 0, DType::BF16, f.masks, f.score));
+  const auto cuda = passes::tile(f, {Target::Cuda, DType::F16, 128});
+  EXPECT_EQ(cuda.tile.num_warps, 8);
+
+  auto code = [&](CompileOptions o) {
+    try {
+      passes::tile(f, o);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::Internal;
+  };
+  EXPECT_EQ(code({Target::Cuda, DType::F16, 0}), ErrorCode::Shape);
+  EXPECT_EQ(code({Target::Cuda, DType::F16, 512}), ErrorCode::Unsupported);
+  EXPECT_EQ(code({Target::Cpu, DType::F32, -1}), ErrorCode::Shape);
+}
+
+TEST(Lower, CopiesEveryFieldAndChecksRotaryDim) {
+  const auto f = fused(program({Op::Rope, {param("rotary_dim", 64.0)}},
+                               {{Op::Causal}, {Op::Alibi, {param("slopes", std::vector<double>{0.5, 0.25})}}}));
+  const auto t = passes::tile(f, {Target::Cpu, DType::F32, 128});
+  const KernelSpec s = passes::lower(t);
+  EXPECT_EQ(s.score, ScoreKind::Rope);
+  EXPECT_EQ(s.masks, f.masks);
+  EXPECT_EQ(s.modifiers, f.modifiers);
+  EXPECT_EQ(s.norm, f.norm);
+  EXPECT_EQ(s.target, Target::Cpu);
+  EXPECT_EQ(s.tile, t.tile);
+  EXPECT_EQ(s.dtype, DType::F32);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(s.scalars, f.scalars);
+  EXPECT_EQ(s.scalars.alibi, AlibiSlopes::Custom);
+  EXPECT_FALSE(s.needs_bias());
+
+  const auto small = passes::tile(f, {Target::Cpu, DType::F32, 32});
+  try {
+    passes::lower(small);
+    FAIL() << "rotary_dim 64 > head dim 32";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Shape);
+    EXPECT_NE(std::string(e.what()).find("rotary_dim=64"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pipeline, TracesTheIrAfterEveryPassInOrder) {
+  const ir::Graph g = program(sdp(), {{Op::Causal}, {Op::Softcap, {param("cap", 50.0)}}});
+  ir::verify(g);
+  std::string trace;
+  const KernelSpec s = passes::run_pipeline(g, {Target::Cpu, DType::F32, 64}, &trace);
+  const char* heads[] = {"== after verify ==\n", "== after fuse ==\nfused_attention\n",
+                         "== after tile ==\ntiled_attention\n", "== after lower ==\nkernel_spec\n"};
+  size_t at = 0;
+  for (const char* h : heads) {
+    const size_t found = trace.find(h, at);
+    ASSERT_NE(found, std::string::npos) << "missing or out of order: " << h << "\n" << trace;
+    at = found + 1;
+  }
+  EXPECT_NE(trace.find("MaskOp causal"), std::string::npos) << "the verified IR opens the trace\n" << trace;
+  EXPECT_NE(trace.find(to_string(s)), std::string::npos) << "the lower step prints the spec itself";
+  EXPECT_EQ(to_string(passes::run_pipeline(g, {Target::Cpu, DType::F32, 64}, nullptr)), to_string(s));
+}
+
+TEST(Pipeline, DebugEnvPrintsToStderr) {
+  const ir::Graph g = program(sdp(), {{Op::Causal}});
+  ::setenv("ATTNFUSE_DEBUG", "1", 1);
+  ::testing::internal::CaptureStderr();
+  passes::run_pipeline(g, {}, nullptr);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("ATTNFUSE_DEBUG");
+  EXPECT_NE(err.find("== after fuse =="), std::string::npos) << err;
+  EXPECT_NE(err.find("== after lower =="), std::string::npos) << err;
+  ::testing::internal::CaptureStderr();
+  passes::run_pipeline(g, {}, nullptr);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "silent without ATTNFUSE_DEBUG=1";
+}
+
+TEST(Pipeline, ScalarValuesDoNotChangeTheStructure) {
+  const auto a = passes::run_pipeline(program(sdp(), {{Op::SlidingWindow, {param("window", 128.0)}}}), {}, nullptr);
+  const auto b = passes::run_pipeline(program(sdp(), {{Op::SlidingWindow, {param("window", 4096.0)}}}), {}, nullptr);
+  EXPECT_EQ(a.masks, b.masks);
+  EXPECT_EQ(a.tile, b.tile);
+  EXPECT_EQ(a.scalars.window, 128);
+  EXPECT_EQ(b.scalars.window, 4096);
+  const std::string pa = to_string(a), pb = to_string(b);
+  const std::string structure_a = pa.substr(0, pa.find("run-time scalars"));
+  EXPECT_EQ(structure_a, pb.substr(0, pb.find("run-time scalars")))
+      << "the printout keeps compile-time structure above the run-time scalars";
+}
+
+}  // namespace
+}  // namespace attnfuse::testing
