@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds the GPU-side binaries here (portable x86-64, no -march=native) and gathers them with the
+# shared libraries the device image lacks into .devcarry/, which the device call carries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTNFUSE_NATIVE=OFF >/dev/null
+cmake --build build-dev --target test_gpu attnfuse_c dispatch_bench -j"$(nproc)"
+rm -rf .devcarry && mkdir -p .devcarry/lib
+cp build-dev/bin/test_gpu build-dev/bin/dispatch_bench .devcarry/
+cp build-dev/lib/libattnfuse_c.so .devcarry/lib/
+for l in libfmt.so.9 libgomp.so.1 libcrypto.so.3; do cp -L "/usr/lib/x86_64-linux-gnu/$l" .devcarry/lib/; done
+du -sh .devcarry

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device call (see bench/README.md): GPU test suite, sanitizer subset, dispatch/compile
+# timing and the peer benchmark, with every log under $OUT. Expects .devcarry/ from
+# bench/make_device_carry.sh. Usage on the device: bench/run_gpu.sh [quick|full]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/attnfuse-gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
+suite=${1:-quick}
+{
+  date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; nproc
+} > "$OUT/device.txt" 2>&1
+echo "== GPU tests"; .devcarry/test_gpu 2>&1 | tee "$OUT/gpu_tests.log" | grep -E '^\[  (PASSED|FAILED)|Failure|error|SKIPPED|OK \]' | head -40
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  echo "== compute-sanitizer (memcheck, racecheck) on a subset"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 .devcarry/test_gpu --gtest_filter='CudaForward.FullyMaskedRowsAndQOffset' \
+      > "$OUT/sanitizer_$tool.log" 2>&1; echo "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | head -2 | tr '\n' ' ')"
+  done
+fi
+echo "== dispatch"; .devcarry/dispatch_bench 2>/dev/null | tee "$OUT/dispatch.log" | tail -4
+echo "== peers ($suite)"; python3 bench/gpu_peers.py --lib .devcarry/lib/libattnfuse_c.so --suite "$suite" --out "$OUT/peers.json" 2>&1 | tee "$OUT/peers.log" | grep -v Warning

@@ -1,0 +1,111 @@
+// The C ABI over the C++ library: errors become status codes plus a thread-local message.
+#include "attnfuse/attnfuse.h"
+
+#include <string>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/error.hpp"
+#include "attnfuse/program.hpp"
+#include "runtime/cuda_backend.hpp"
+#include "runtime/cuda_driver.hpp"
+
+struct attnfuse_kernel {
+  attnfuse::KernelSpec spec;
+  attnfuse_device device;
+  const attnfuse::runtime::CudaKernel* cuda = nullptr;  // resolved at compile time
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+attnfuse_status fail(attnfuse_status s, const std::string& msg) {
+  g_last_error = msg;
+  return s;
+}
+
+template <class F>
+attnfuse_status guarded(F&& f) {
+  try {
+    f();
+    g_last_error.clear();
+    return ATTNFUSE_OK;
+  } catch (const attnfuse::Error& e) {
+    return fail(static_cast<attnfuse_status>(e.code()), e.what());
+  } catch (const std::exception& e) {
+    return fail(ATTNFUSE_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(ATTNFUSE_ERROR_INTERNAL, "internal error: unknown exception");
+  }
+}
+
+attnfuse::DType to_dtype(attnfuse_dtype t) {
+  switch (t) {
+    case ATTNFUSE_BF16: return attnfuse::DType::BF16;
+    case ATTNFUSE_FP16: return attnfuse::DType::F16;
+    default: return attnfuse::DType::F32;
+  }
+}
+
+attnfuse::TensorView to_view(const attnfuse_tensor& t, attnfuse::DType dtype) {
+  attnfuse::TensorView v;
+  v.data = t.data;
+  v.dtype = dtype;
+  for (int i = 0; i < 4; ++i) {
+    v.shape[static_cast<size_t>(i)] = t.shape[i];
+    v.strides[static_cast<size_t>(i)] = t.strides[i];
+  }
+  return v;
+}
+
+}  // namespace
+
+extern "C" {
+
+attnfuse_status attnfuse_compile(const char* program, attnfuse_device device, attnfuse_dtype dtype,
+                                 int head_dim, attnfuse_kernel** out) {
+  if (!program || !out) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "program and out must not be NULL");
+  *out = nullptr;
+  return guarded([&] {
+    const attnfuse::Target target =
+        device == ATTNFUSE_DEVICE_CUDA ? attnfuse::Target::Cuda : attnfuse::Target::Cpu;
+    auto k = std::make_unique<attnfuse_kernel>();
+    k->spec = attnfuse::Program::parse(program).compile({target, to_dtype(dtype), head_dim});
+    k->device = device;
+    if (device == ATTNFUSE_DEVICE_CUDA) k->cuda = &attnfuse::runtime::cuda_kernel(k->spec);
+    *out = k.release();
+  });
+}
+
+attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_args* args, void* stream) {
+  if (!kernel || !args) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "kernel and args must not be NULL");
+  return guarded([&] {
+    const attnfuse::DType dt = kernel->spec.dtype;
+    attnfuse::AttentionArgs a;
+    a.q = to_view(args->q, dt);
+    a.k = to_view(args->k, dt);
+    a.v = to_view(args->v, dt);
+    a.out = to_view(args->out, dt);
+    if (args->lse) {
+      attnfuse::LseView l;
+      l.data = args->lse;
+      l.shape = {args->q.shape[0], args->q.shape[1], args->q.shape[2]};
+      l.strides = {args->lse_strides[0], args->lse_strides[1], args->lse_strides[2]};
+      a.lse = l;
+    }
+    if (args->bias) a.bias = to_view(*args->bias, attnfuse::DType::F32);
+    if (args->has_q_offset) a.q_offset = args->q_offset;
+    if (kernel->device == ATTNFUSE_DEVICE_CUDA)
+      kernel->cuda->launch(a, kernel->spec.scalars, static_cast<attnfuse::runtime::CUstream>(stream));
+    else
+      attnfuse::run_cpu(kernel->spec, a);
+  });
+}
+
+void attnfuse_kernel_free(attnfuse_kernel* kernel) { delete kernel; }
+
+const char* attnfuse_last_error(void) { return g_last_error.c_str(); }
+
+int attnfuse_cuda_available(void) { return attnfuse::runtime::cuda_available() ? 1 : 0; }
+
+}  // extern "C"

@@ -1,0 +1,34 @@
+// CUDA codegen: KernelSpec -> one translation unit that includes the real kernel templates
+// (kernels/*.cuh) and adds only the generated Spec struct, the modifier hook body and the
+// extern "C" entry point. No kernel is assembled from strings.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attnfuse/kernel_spec.hpp"
+
+namespace attnfuse::codegen::cuda {
+
+inline constexpr const char* kEntryName = "attnfuse_fwd";
+
+// One embedded header: the include name NVRTC sees and its text.
+struct EmbeddedHeader {
+  const char* name;
+  const char* source;
+};
+// The kernel templates, embedded into the library at build time (see cmake/embed_kernels.cmake).
+const std::vector<EmbeddedHeader>& kernel_headers();
+
+// Contract: spec.target == Cuda, spec.head_dim in the supported set, dtype bf16 or fp16
+// (check_supported throws Error(Unsupported) otherwise). Returns the translation unit.
+std::string emit_forward(const KernelSpec& spec);
+
+// Throws Error(Unsupported) with a clear message when this kernel family cannot run `spec`.
+void check_supported(const KernelSpec& spec);
+
+// Threads per block and dynamic shared memory of the emitted kernel (host side of the launch).
+int threads_per_block(const KernelSpec& spec);
+int shared_memory_bytes(const KernelSpec& spec);
+
+}  // namespace attnfuse::codegen::cuda

@@ -1,0 +1,298 @@
+// The fused forward attention kernel for sm_80 and newer (mma.sync m16n8k16, ldmatrix,
+// cp.async double buffering, online softmax in the exp2 domain). It is a template over a Spec
+// that codegen emits: the Spec carries the structure (element type, head dim, tile shape, which
+// masks, which normalization) as constants and the score modifiers as one small hook body.
+#pragma once
+
+#include "params.cuh"
+#include "primitives.cuh"
+
+namespace attnfuse_kernels {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+
+// What a modifier hook may read about the cell it modifies.
+struct CellCtx {
+  int b, h;       // batch, query head
+  int i, j;       // query row, key index
+  af_i64 delta;   // position of query i minus position of key j
+  float slope;    // ALiBi slope of head h (0 when the program has no alibi)
+};
+
+// ALiBi slopes of the ALiBi paper: 2^(-8k/n) for the closest power of two n <= H, then for the
+// remaining heads every other slope of the sequence for 2n.
+__device__ __forceinline__ float standard_alibi_slope(int h, int num_heads) {
+  int n = 1;
+  while (n * 2 <= num_heads) n *= 2;
+  if (h < n) return exp2f(-8.0f * (float)(h + 1) / (float)n);
+  return exp2f(-8.0f * (float)(2 * (h - n) + 1) / (float)(2 * n));
+}
+
+template <class Spec>
+struct FwdKernel {
+  using Element = typename Spec::Element;
+  using Traits = ElementTraits<Element>;
+  static constexpr int kD = Spec::kHeadDim;
+  static constexpr int kBM = Spec::kBlockM;
+  static constexpr int kBN = Spec::kBlockN;
+  static constexpr int kWarps = Spec::kWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kAtoms = kBM / (16 * kWarps);  // 16-row MMA atoms per warp
+  static constexpr int kStride = kD + 8;  // smem row pitch (elements): +16 B spreads ldmatrix rows over banks
+  static constexpr int kDT = kD / 8;      // 8-wide tiles along D
+  static constexpr int kNT = kBN / 8;     // 8-wide tiles along the key block
+  static_assert(kBM % (16 * kWarps) == 0, "block_m must be a multiple of 16 * warps");
+  static_assert(kD % 16 == 0 && kBN % 16 == 0, "head dim and block_n must be multiples of 16");
+
+  static constexpr int smem_bytes() { return (kBM + 4 * kBN) * kStride * 2; }
+
+  // Copy rows [row0, row0 + rows) of a [len, D] slice into smem (zeros past `len`).
+  template <int kRows>
+  static __device__ __forceinline__ void load_tile(Element* smem, const Element* gmem, af_i64 row_stride,
+                                                   int row0, int len) {
+    constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+    for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
+      const int r = c / kChunks, ch = c % kChunks;
+      const int row = row0 + r;
+      const bool ok = row < len;
+      const Element* src = gmem + (ok ? (af_i64)row * row_stride : 0) + ch * 8;
+      cp_async_16(smem_addr(smem + r * kStride + ch * 8), src, ok ? 16 : 0);
+    }
+  }
+
+  // Is cell (query row i, key j) kept by the program's masks?
+  static __device__ __forceinline__ bool keep(const FwdParams& p, int i, int j) {
+    if (j >= p.len_k) return false;
+    const af_i64 delta = (af_i64)i + p.q_offset - j;
+    if (Spec::kCausal && delta < 0) return false;
+    if (Spec::kSlidingWindow && (delta >= p.window || -delta >= p.window)) return false;
+    return true;
+  }
+
+  // Key range [lo, hi) that can hold kept cells for query rows [m0, m0 + kBM).
+  static __device__ __forceinline__ void key_range(const FwdParams& p, int m0, int& lo, int& hi) {
+    af_i64 l = 0, h = p.len_k;
+    const af_i64 first = (af_i64)m0 + p.q_offset;
+    const af_i64 last = first + kBM - 1;
+    if (Spec::kCausal) h = h < last + 1 ? h : last + 1;
+    if (Spec::kSlidingWindow) {
+      const af_i64 wl = first - p.window + 1, wh = last + p.window;
+      l = l > wl ? l : wl;
+      h = h < wh ? h : wh;
+    }
+    lo = (int)(l < 0 ? 0 : l);
+    hi = (int)(h < lo ? lo : h);
+  }
+
+  // Every cell of key tile [n0, n0 + kBN) x query rows [m0, m0 + kBM) kept by the masks?
+  static __device__ __forceinline__ bool tile_inside(const FwdParams& p, int m0, int n0) {
+    if (n0 + kBN > p.len_k) return false;
+    const af_i64 first = (af_i64)m0 + p.q_offset, last = first + kBM - 1;
+    if (Spec::kCausal && first - (n0 + kBN - 1) < 0) return false;
+    if (Spec::kSlidingWindow) {
+      if (last - n0 >= p.window) return false;
+      if ((af_i64)(n0 + kBN - 1) - first >= p.window) return false;
+    }
+    return true;
+  }
+
+  static __device__ void run(const FwdParams& p, char* smem_raw) {
+    Element* sQ = reinterpret_cast<Element*>(smem_raw);
+    Element* sK = sQ + kBM * kStride;  // 2 stages
+    Element* sV = sK + 2 * kBN * kStride;
+
+    const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int hk = h / p.head_ratio;
+    const int m0 = m_block * kBM;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane >> 2, t = lane & 3;
+
+    const Element* gQ = static_cast<const Element*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
+    const Element* gK = static_cast<const Element*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1];
+    const Element* gV = static_cast<const Element*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1];
+
+    int lo, hi;
+    key_range(p, m0, lo, hi);
+    const int n_first = lo / kBN;
+    const int n_end = (hi + kBN - 1) / kBN;  // exclusive
+
+    const float slope = Spec::kAlibi
+                            ? (p.alibi_slopes ? p.alibi_slopes[h] : standard_alibi_slope(h, p.heads_q))
+                            : 0.f;
+
+    float acc_o[kAtoms][kDT][4];
+    float row_m[kAtoms][2], row_l[kAtoms][2];
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) {
+#pragma unroll
+      for (int d = 0; d < kDT; ++d) acc_o[a][d][0] = acc_o[a][d][1] = acc_o[a][d][2] = acc_o[a][d][3] = 0.f;
+      row_m[a][0] = row_m[a][1] = neg_inf();
+      row_l[a][0] = row_l[a][1] = 0.f;
+    }
+
+    load_tile<kBM>(sQ, gQ, p.q_stride[2], m0, p.len_q);
+    if (n_first < n_end) {
+      load_tile<kBN>(sK, gK, p.k_stride[2], n_first * kBN, p.len_k);
+      load_tile<kBN>(sV, gV, p.v_stride[2], n_first * kBN, p.len_k);
+    }
+    cp_async_commit();
+
+    for (int nb = n_first; nb < n_end; ++nb) {
+      const int stage = (nb - n_first) & 1;
+      cp_async_wait<0>();
+      __syncthreads();  // tile nb is in smem, and every warp is done with the other stage
+      if (nb + 1 < n_end) {
+        load_tile<kBN>(sK + (stage ^ 1) * kBN * kStride, gK, p.k_stride[2], (nb + 1) * kBN, p.len_k);
+        load_tile<kBN>(sV + (stage ^ 1) * kBN * kStride, gV, p.v_stride[2], (nb + 1) * kBN, p.len_k);
+      }
+      cp_async_commit();
+      const Element* k_tile = sK + stage * kBN * kStride;
+      const Element* v_tile = sV + stage * kBN * kStride;
+      const int n0 = nb * kBN;
+
+      // S = Q K^T for this warp's rows.
+      float acc_s[kAtoms][kNT][4];
+#pragma unroll
+      for (int a = 0; a < kAtoms; ++a)
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) acc_s[a][n][0] = acc_s[a][n][1] = acc_s[a][n][2] = acc_s[a][n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        u32 qa[kAtoms][4];
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a) {
+          const int row = warp * 16 * kAtoms + a * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+          ldmatrix_x4(qa[a], smem_addr(sQ + row * kStride + kk * 16 + (lane >> 4) * 8));
+        }
+#pragma unroll
+        for (int np = 0; np < kNT / 2; ++np) {
+          u32 kb[4];
+          const int row = np * 16 + (lane & 7) + (lane >> 4) * 8;
+          ldmatrix_x4(kb, smem_addr(k_tile + row * kStride + kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int a = 0; a < kAtoms; ++a) {
+            mma_16816<Element>(acc_s[a][2 * np], qa[a], kb[0], kb[1]);
+            mma_16816<Element>(acc_s[a][2 * np + 1], qa[a], kb[2], kb[3]);
+          }
+        }
+      }
+
+      // Scores -> probabilities (online softmax or ReLU), masking only boundary tiles.
+      const bool need_mask = !tile_inside(p, m0, n0);
+#pragma unroll
+      for (int a = 0; a < kAtoms; ++a) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int i = m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
+          float tile_max = neg_inf();
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int j = n0 + n * 8 + 2 * t + e;
+              float s = acc_s[a][n][2 * hf + e];
+              if constexpr (Spec::kHasModifiers || Spec::kRelu) {
+                CellCtx c{b, h, i, j, (af_i64)i + p.q_offset - j, slope};
+                s = Spec::modify(s * p.scale, p, c);
+                if constexpr (!Spec::kRelu) s *= kLog2e;
+              } else {
+                s *= p.scale_log2;
+              }
+              if (need_mask && !keep(p, i, j)) s = neg_inf();
+              acc_s[a][n][2 * hf + e] = s;
+              tile_max = fmaxf(tile_max, s);
+            }
+          }
+          if constexpr (Spec::kRelu) {
+            // p = max(s, 0); the row's normaliser is its number of kept keys (counted in row_l).
+            float kept = 0.f;
+#pragma unroll
+            for (int n = 0; n < kNT; ++n)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const float s = acc_s[a][n][2 * hf + e];
+                kept += (s != neg_inf()) ? 1.f : 0.f;
+                acc_s[a][n][2 * hf + e] = fmaxf(s, 0.f);
+              }
+            row_l[a][hf] += kept;
+          } else {
+            tile_max = quad_max(tile_max);
+            const float m_new = fmaxf(row_m[a][hf], tile_max);
+            // A row that has seen no kept key yet keeps m = -inf; use 0 so exp2 never sees inf - inf.
+            const float m_use = m_new == neg_inf() ? 0.f : m_new;
+            const float alpha = fast_exp2(row_m[a][hf] - m_use);
+            row_m[a][hf] = m_new;
+            float sum = 0.f;
+#pragma unroll
+            for (int n = 0; n < kNT; ++n)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const float pr = fast_exp2(acc_s[a][n][2 * hf + e] - m_use);
+                acc_s[a][n][2 * hf + e] = pr;
+                sum += pr;
+              }
+            row_l[a][hf] = row_l[a][hf] * alpha + sum;
+#pragma unroll
+            for (int d = 0; d < kDT; ++d) {
+              acc_o[a][d][2 * hf] *= alpha;
+              acc_o[a][d][2 * hf + 1] *= alpha;
+            }
+          }
+        }
+      }
+
+      // O += P V: the S accumulators are already laid out as the A operand of the next MMA.
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+        u32 pa[kAtoms][4];
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a) {
+          pa[a][0] = Traits::pack(acc_s[a][2 * kk][0], acc_s[a][2 * kk][1]);
+          pa[a][1] = Traits::pack(acc_s[a][2 * kk][2], acc_s[a][2 * kk][3]);
+          pa[a][2] = Traits::pack(acc_s[a][2 * kk + 1][0], acc_s[a][2 * kk + 1][1]);
+          pa[a][3] = Traits::pack(acc_s[a][2 * kk + 1][2], acc_s[a][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < kDT / 2; ++dp) {
+          u32 vb[4];
+          const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+          ldmatrix_x4_trans(vb, smem_addr(v_tile + row * kStride + dp * 16 + (lane >> 4) * 8));
+#pragma unroll
+          for (int a = 0; a < kAtoms; ++a) {
+            mma_16816<Element>(acc_o[a][2 * dp], pa[a], vb[0], vb[1]);
+            mma_16816<Element>(acc_o[a][2 * dp + 1], pa[a], vb[2], vb[3]);
+          }
+        }
+      }
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: normalise, write O (and LSE); rows with no kept key give O = 0, LSE = -inf.
+    Element* gO = static_cast<Element*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1];
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int i = m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
+        const float l = quad_sum(row_l[a][hf]);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        if (i < p.len_q) {
+          u32* orow = reinterpret_cast<u32*>(gO + (af_i64)i * p.o_stride[2]);
+#pragma unroll
+          for (int d = 0; d < kDT; ++d)
+            orow[d * 4 + t] = Traits::pack(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
+          if (p.lse && t == 0) {
+            float lse;
+            if constexpr (Spec::kRelu) lse = l > 0.f ? logf(l) : neg_inf();
+            else lse = l > 0.f ? row_m[a][hf] * kLn2 + logf(l) : neg_inf();
+            p.lse[b * p.lse_stride[0] + h * p.lse_stride[1] + i] = lse;
+          }
+        }
+      }
+    }
+  }
+};
+
+}  // namespace attnfuse_kernels

@@ -1,0 +1,219 @@
+// Compile, cache, load and launch the generated CUDA kernels.
+#include "runtime/cuda_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "attnfuse/error.hpp"
+#include "attnfuse/version.hpp"
+#include "codegen/cuda/emit.hpp"
+#include "codegen/cuda/kernels/params.cuh"
+#include "common/sha256.hpp"
+#include "runtime/disk_cache.hpp"
+#include "runtime/nvrtc.hpp"
+
+namespace attnfuse::runtime {
+namespace {
+
+// The in-memory key: exactly the structure the generated source depends on (never the scalars,
+// so changing a window size or a slope does not recompile), packed into one integer so a warm
+// lookup costs no allocation.
+uint64_t structural_key(const KernelSpec& s, int arch) {
+  uint64_t k = 0;
+  auto put = [&k](uint64_t value, int bits) { k = (k << bits) | (value & ((1ull << bits) - 1)); };
+  put(static_cast<uint64_t>(s.score), 2);
+  put(s.masks.bits(), 3);
+  put(s.modifiers.code(), 6);
+  put(static_cast<uint64_t>(s.norm), 1);
+  put(static_cast<uint64_t>(s.tile.block_q), 9);
+  put(static_cast<uint64_t>(s.tile.block_k), 9);
+  put(static_cast<uint64_t>(s.tile.num_warps), 5);
+  put(static_cast<uint64_t>(s.tile.stages), 3);
+  put(static_cast<uint64_t>(s.dtype), 2);
+  put(static_cast<uint64_t>(s.head_dim), 10);
+  put(static_cast<uint64_t>(arch), 8);
+  return k;  // 58 bits
+}
+
+std::string describe(const KernelSpec& s) {
+  std::string masks;
+  for (MaskKind k : {MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::BlockSparse})
+    if (s.masks.has(k)) masks += std::string(masks.empty() ? "" : "+") + mask_kind_name(k);
+  std::string mods;
+  for (int i = 0; i < s.modifiers.size(); ++i)
+    mods += std::string(mods.empty() ? "" : "+") + modifier_kind_name(s.modifiers[i]);
+  return fmt::format("{} {} [{}] [{}] {} D={} tile {}x{}", score_kind_name(s.score),
+                     norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
+                     dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k);
+}
+
+}  // namespace
+
+std::string cache_key(const KernelSpec& spec, int arch) {
+  std::string material = codegen::cuda::emit_forward(spec);
+  for (const auto& h : codegen::cuda::kernel_headers()) material += h.source;
+  for (const auto& o : nvrtc_options(arch, NvrtcOutput::Cubin)) material += "\n" + o;
+  material += "\nnvrtc " + nvrtc_version() + "\nattnfuse " ATTNFUSE_VERSION;
+  return sha256_hex(material);
+}
+
+CompiledBinary compile_cuda(const KernelSpec& spec, int arch) {
+  const std::string source = codegen::cuda::emit_forward(spec);
+  const std::string key = cache_key(spec, arch);
+  const DiskCache disk = DiskCache::from_environment();
+  CompiledBinary out;
+  if (auto hit = disk.load(key)) {
+    out.cubin = std::move(*hit);
+    out.from_disk = true;
+    return out;
+  }
+  NvrtcResult r = nvrtc_compile(source, "attnfuse_" + key.substr(0, 16), arch, NvrtcOutput::Cubin);
+  out.cubin = std::move(r.binary);
+  out.registers = r.registers;
+  out.spill_bytes = r.spill_bytes;
+  out.compile_seconds = r.seconds;
+  std::cerr << fmt::format("attnfuse: compiled {} for sm_{} in {:.2f} s ({} registers, {} spill bytes)\n",
+                           describe(spec), arch, r.seconds, r.registers, r.spill_bytes);
+  disk.store(key, out.cubin);
+  return out;
+}
+
+CudaKernel::CudaKernel(const KernelSpec& spec, CUmodule module, CUfunction fn, int registers)
+    : spec_(spec), module_(module), fn_(fn), registers_(registers),
+      threads_(codegen::cuda::threads_per_block(spec)),
+      smem_(codegen::cuda::shared_memory_bytes(spec)) {}
+
+void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream) const {
+  validate(spec_, args);
+  if (args.q.dtype != spec_.dtype)
+    throw Error(ErrorCode::DType, fmt::format("kernel compiled for {} but Q is {}", dtype_name(spec_.dtype),
+                                              dtype_name(args.q.dtype)));
+  if (args.q.shape[3] != spec_.head_dim || args.v.shape[3] != spec_.head_dim)
+    throw Error(ErrorCode::Shape, fmt::format("kernel compiled for head dim {} but Q has {} and V has {}",
+                                              spec_.head_dim, args.q.shape[3], args.v.shape[3]));
+  const int64_t B = args.q.shape[0], Hq = args.q.shape[1], Nq = args.q.shape[2];
+  const int64_t Hkv = args.k.shape[1], Nk = args.k.shape[2];
+  if (B == 0 || Hq == 0 || Nq == 0) return;
+  if (Nq > INT32_MAX || Nk > INT32_MAX || Hq > 65535 || B > 65535)
+    throw Error(ErrorCode::Shape, "the CUDA backend takes up to 2^31-1 rows and 65535 heads/batches");
+  if (spec_.modifiers.has(ModifierKind::Alibi) && scalars.alibi == AlibiSlopes::Custom)
+    throw Error(ErrorCode::Unsupported, "custom ALiBi slopes on CUDA are not supported yet; use slopes=standard");
+
+  attnfuse_kernels::FwdParams p{};
+  p.q = args.q.data;
+  p.k = args.k.data;
+  p.v = args.v.data;
+  p.o = args.out.data;
+  p.lse = args.lse ? args.lse->data : nullptr;
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = args.q.strides[i];
+    p.k_stride[i] = args.k.strides[i];
+    p.v_stride[i] = args.v.strides[i];
+    p.o_stride[i] = args.out.strides[i];
+  }
+  if (args.lse) {
+    p.lse_stride[0] = args.lse->strides[0];
+    p.lse_stride[1] = args.lse->strides[1];
+  }
+  if (spec_.needs_bias()) {
+    const TensorView& bias = *args.bias;
+    p.bias = static_cast<const float*>(bias.data);
+    p.bias_stride[0] = bias.shape[0] == 1 ? 0 : bias.strides[0];
+    p.bias_stride[1] = bias.shape[1] == 1 ? 0 : bias.strides[1];
+    p.bias_stride[2] = bias.strides[2];
+  }
+  p.batch = static_cast<int>(B);
+  p.heads_q = static_cast<int>(Hq);
+  p.heads_kv = static_cast<int>(Hkv);
+  p.len_q = static_cast<int>(Nq);
+  p.len_k = static_cast<int>(Nk);
+  p.head_ratio = static_cast<int>(Hq / Hkv);
+  p.q_offset = args.resolved_q_offset();
+  const double scale = scalars.scale ? *scalars.scale : 1.0 / std::sqrt(double(spec_.head_dim));
+  p.scale = static_cast<float>(scale);
+  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.softcap = static_cast<float>(scalars.softcap);
+  p.inv_softcap = scalars.softcap > 0 ? static_cast<float>(1.0 / scalars.softcap) : 0.f;
+  p.window = static_cast<int>(std::min<int64_t>(scalars.window, INT32_MAX));
+
+  void* params[] = {&p};
+  const unsigned grid_x = static_cast<unsigned>((Nq + spec_.tile.block_q - 1) / spec_.tile.block_q);
+  const DriverApi& d = driver();
+  check(d.cuLaunchKernel(fn_, grid_x, static_cast<unsigned>(Hq), static_cast<unsigned>(B),
+                         static_cast<unsigned>(threads_), 1, 1, static_cast<unsigned>(smem_), stream,
+                         params, nullptr),
+        "cuLaunchKernel");
+}
+
+// ATTNFUSE_CUDA_TILE=block_q,block_k,num_warps replaces the tile pass's choice: a tuning knob for
+// sweeps (bench/), read once per process.
+static const std::optional<TileConfig>& tile_override() {
+  static const std::optional<TileConfig> t = []() -> std::optional<TileConfig> {
+    const char* env = std::getenv("ATTNFUSE_CUDA_TILE");
+    if (!env || !*env) return std::nullopt;
+    TileConfig c;
+    c.stages = 2;
+    if (std::sscanf(env, "%d,%d,%d", &c.block_q, &c.block_k, &c.num_warps) != 3 || c.num_warps <= 0 ||
+        c.block_q % (16 * c.num_warps) != 0 || c.block_k % 16 != 0)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("ATTNFUSE_CUDA_TILE='{}' is not block_q,block_k,num_warps with block_q a "
+                              "multiple of 16*num_warps and block_k a multiple of 16", env));
+    return c;
+  }();
+  return t;
+}
+
+const CudaKernel& cuda_kernel(const KernelSpec& requested) {
+  KernelSpec tuned;
+  const KernelSpec* chosen = &requested;
+  if (const auto& t = tile_override()) {
+    tuned = requested;
+    tuned.tile = *t;
+    chosen = &tuned;
+  }
+  const KernelSpec& spec = *chosen;
+  static std::mutex mu;
+  static std::unordered_map<uint64_t, std::unique_ptr<CudaKernel>> loaded;
+  const DeviceInfo& dev = device_info();
+  const int arch = dev.arch() >= 90 ? 90 : dev.arch();
+  const uint64_t key = structural_key(spec, arch);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = loaded.find(key); it != loaded.end()) return *it->second;
+  if (dev.arch() < 80)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("the CUDA backend needs sm_80 or newer; {} is sm_{}", dev.name, dev.arch()));
+  const CompiledBinary bin = compile_cuda(spec, arch);
+  const DriverApi& d = driver();
+  CUmodule module = nullptr;
+  CUfunction fn = nullptr;
+  check(d.cuModuleLoadData(&module, bin.cubin.data()), "cuModuleLoadData");
+  check(d.cuModuleGetFunction(&fn, module, codegen::cuda::kEntryName), "cuModuleGetFunction");
+  const int smem = codegen::cuda::shared_memory_bytes(spec);
+  if (smem > dev.max_shared_per_block)
+    throw Error(ErrorCode::Unsupported, fmt::format("kernel needs {} B of shared memory; {} offers {}",
+                                                    smem, dev.name, dev.max_shared_per_block));
+  check(d.cuFuncSetAttribute(fn, kFuncAttrMaxDynamicSharedBytes, smem), "cuFuncSetAttribute");
+  int regs = 0;
+  d.cuFuncGetAttribute(&regs, kFuncAttrNumRegs, fn);
+  auto kernel = std::make_unique<CudaKernel>(spec, module, fn, regs);
+  const CudaKernel& ref = *kernel;
+  loaded.emplace(key, std::move(kernel));
+  return ref;
+}
+
+void run_cuda(const KernelSpec& spec, const AttentionArgs& args, CUstream stream, bool sync) {
+  const CudaKernel& k = cuda_kernel(spec);
+  k.launch(args, spec.scalars, stream);
+  if (sync) check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
+}
+
+}  // namespace attnfuse::runtime
