@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <vector>
 
+#include <unistd.h>
+
 #include "attnfuse/program.hpp"
 #include "codegen/cuda/emit.hpp"
 #include "codegen/cuda/kernels/params.cuh"
@@ -32,7 +34,8 @@ int main(int argc, char** argv) {
       "softmax(softcap(additive_bias(scaled_dot_product(Q, K)), 30)) @ V",
       "relu_attention(causal(scaled_dot_product(Q, K))) @ V",
   };
-  const auto dir = std::filesystem::temp_directory_path() / "attnfuse-dispatch-bench";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("attnfuse-dispatch-bench-{}", static_cast<long>(::getpid()));
   std::filesystem::remove_all(dir);
   ::setenv("ATTNFUSE_CACHE_DIR", dir.c_str(), 1);
   const int arch = runtime::cuda_available() ? std::min(runtime::device_info().arch(), 90) : 90;
@@ -47,8 +50,9 @@ int main(int argc, char** argv) {
       t0 = Clock::now();
       const auto warm = runtime::compile_cuda(spec, arch);
       const double disk_s = seconds_since(t0);
-      fmt::print("  D={:<3} cold {:6.3f} s  disk {:8.5f} s  regs {:3}  {}{}\n", d, cold_s, disk_s,
-                 cold.registers, p, warm.from_disk ? "" : "  (disk cache MISSED)");
+      fmt::print("  D={:<3} cold {:6.3f} s  disk {:8.5f} s  regs {:3}  {}{}{}\n", d, cold_s, disk_s,
+                 cold.registers, p, cold.from_disk ? "  (cold call was a disk hit!)" : "",
+                 warm.from_disk ? "" : "  (disk cache MISSED)");
     }
   if (!runtime::cuda_available()) {
     fmt::print("no CUDA device: dispatch timing skipped\n");

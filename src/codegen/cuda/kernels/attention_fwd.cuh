@@ -46,6 +46,9 @@ struct FwdKernel {
   static_assert(kBM % (16 * kWarps) == 0, "block_m must be a multiple of 16 * warps");
   static_assert(kD % 16 == 0 && kBN % 16 == 0, "head dim and block_n must be multiples of 16");
 
+  // Plain softmax programs keep raw q.k in the score tile and fold the scale into exp2's FFMA.
+  static constexpr bool kRawScores = !Spec::kHasModifiers && !Spec::kRelu;
+
   static constexpr int smem_bytes() { return (kBM + 4 * kBN) * kStride * 2; }
 
   // Copy rows [row0, row0 + rows) of a [len, D] slice into smem (zeros past `len`).
@@ -98,6 +101,155 @@ struct FwdKernel {
     return true;
   }
 
+  // Scores -> probabilities for one key tile: online softmax (exp2 domain) or ReLU. kMask is
+  // false for tiles wholly inside every mask, which then run without a per-cell check.
+  template <bool kMask>
+  static __device__ __forceinline__ void scores_to_probs(const FwdParams& p, float (&acc_s)[kAtoms][kNT][4],
+                                                         float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
+                                                         float (&row_l)[kAtoms][2], int m0, int n0, int warp,
+                                                         int g, int t, int b, int h, float slope) {
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int i = m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
+        float tile_max = neg_inf();
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = n0 + n * 8 + 2 * t + e;
+            float s = acc_s[a][n][2 * hf + e];
+            if constexpr (Spec::kHasModifiers || Spec::kRelu) {
+              CellCtx c{b, h, i, j, (af_i64)i + p.q_offset - j, slope};
+              s = Spec::modify(s * p.scale, p, c);
+              if constexpr (!Spec::kRelu) s *= kLog2e;
+            }  // else: raw q.k; the scale is folded into the exp2 argument below (one FFMA)
+            if (kMask && !keep(p, i, j)) s = neg_inf();
+            acc_s[a][n][2 * hf + e] = s;
+            tile_max = fmaxf(tile_max, s);
+          }
+        }
+        if constexpr (Spec::kRelu) {
+          // p = max(s, 0); the row's normaliser is its number of kept keys (counted in row_l).
+          float kept = 0.f;
+#pragma unroll
+          for (int n = 0; n < kNT; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float s = acc_s[a][n][2 * hf + e];
+              kept += (s != neg_inf()) ? 1.f : 0.f;
+              acc_s[a][n][2 * hf + e] = fmaxf(s, 0.f);
+            }
+          row_l[a][hf] += kept;
+        } else {
+          tile_max = quad_max(tile_max);
+          if constexpr (kRawScores) tile_max *= p.scale_log2;  // scale > 0 keeps the argmax
+          const float m_new = fmaxf(row_m[a][hf], tile_max);
+          // A row that has seen no kept key yet keeps m = -inf; use 0 so exp2 never sees inf - inf.
+          const float m_use = m_new == neg_inf() ? 0.f : m_new;
+          const float alpha = fast_exp2(row_m[a][hf] - m_use);
+          row_m[a][hf] = m_new;
+          float sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < kNT; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float x = acc_s[a][n][2 * hf + e];
+              const float pr = fast_exp2(kRawScores ? fmaf(x, p.scale_log2, -m_use) : x - m_use);
+              acc_s[a][n][2 * hf + e] = pr;
+              sum += pr;
+            }
+          row_l[a][hf] = row_l[a][hf] * alpha + sum;
+#pragma unroll
+          for (int d = 0; d < kDT; ++d) {
+            acc_o[a][d][2 * hf] *= alpha;
+            acc_o[a][d][2 * hf + 1] *= alpha;
+          }
+        }
+      }
+    }
+
+  }
+
+  // One key tile: wait for it, prefetch the next one into the other stage, S = Q K^T, scores ->
+  // probabilities, O += P V. A template on kMask so that the steps over tiles wholly inside the
+  // masks are straight-line code with no per-cell check (the scheduler can then hoist the V
+  // fragment loads over the softmax).
+  template <bool kMask>
+  static __device__ __forceinline__ void step(const FwdParams& p, int nb, int n_first, int n_end,
+                                              const Element* sQ, Element* sK, Element* sV,
+                                              const Element* gK, const Element* gV, int m0, int warp,
+                                              int lane, int g, int t, int b, int h, float slope,
+                                              float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
+                                              float (&row_l)[kAtoms][2]) {
+    const int stage = (nb - n_first) & 1;
+    cp_async_wait<0>();
+    __syncthreads();  // tile nb is in smem, and every warp is done with the other stage
+    if (nb + 1 < n_end) {
+      load_tile<kBN>(sK + (stage ^ 1) * kBN * kStride, gK, p.k_stride[2], (nb + 1) * kBN, p.len_k);
+      load_tile<kBN>(sV + (stage ^ 1) * kBN * kStride, gV, p.v_stride[2], (nb + 1) * kBN, p.len_k);
+    }
+    cp_async_commit();
+    const Element* k_tile = sK + stage * kBN * kStride;
+    const Element* v_tile = sV + stage * kBN * kStride;
+    const int n0 = nb * kBN;
+
+    // S = Q K^T for this warp's rows.
+    float acc_s[kAtoms][kNT][4];
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a)
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) acc_s[a][n][0] = acc_s[a][n][1] = acc_s[a][n][2] = acc_s[a][n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      u32 qa[kAtoms][4];
+#pragma unroll
+      for (int a = 0; a < kAtoms; ++a) {
+        const int row = warp * 16 * kAtoms + a * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(qa[a], smem_addr(sQ + row * kStride + kk * 16 + (lane >> 4) * 8));
+      }
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        u32 kb[4];
+        const int row = np * 16 + (lane & 7) + (lane >> 4) * 8;
+        ldmatrix_x4(kb, smem_addr(k_tile + row * kStride + kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a) {
+          mma_16816<Element>(acc_s[a][2 * np], qa[a], kb[0], kb[1]);
+          mma_16816<Element>(acc_s[a][2 * np + 1], qa[a], kb[2], kb[3]);
+        }
+      }
+    }
+
+    // Scores -> probabilities (per-cell mask checks only in kMask steps).
+    scores_to_probs<kMask>(p, acc_s, acc_o, row_m, row_l, m0, n0, warp, g, t, b, h, slope);
+
+    // O += P V: the S accumulators are already laid out as the A operand of the next MMA.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      u32 pa[kAtoms][4];
+#pragma unroll
+      for (int a = 0; a < kAtoms; ++a) {
+        pa[a][0] = Traits::pack(acc_s[a][2 * kk][0], acc_s[a][2 * kk][1]);
+        pa[a][1] = Traits::pack(acc_s[a][2 * kk][2], acc_s[a][2 * kk][3]);
+        pa[a][2] = Traits::pack(acc_s[a][2 * kk + 1][0], acc_s[a][2 * kk + 1][1]);
+        pa[a][3] = Traits::pack(acc_s[a][2 * kk + 1][2], acc_s[a][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < kDT / 2; ++dp) {
+        u32 vb[4];
+        const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4_trans(vb, smem_addr(v_tile + row * kStride + dp * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a) {
+          mma_16816<Element>(acc_o[a][2 * dp], pa[a], vb[0], vb[1]);
+          mma_16816<Element>(acc_o[a][2 * dp + 1], pa[a], vb[2], vb[3]);
+        }
+      }
+    }
+  }
+
   static __device__ void run(const FwdParams& p, char* smem_raw) {
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kBM * kStride;  // 2 stages
@@ -139,133 +291,20 @@ struct FwdKernel {
     }
     cp_async_commit();
 
-    for (int nb = n_first; nb < n_end; ++nb) {
-      const int stage = (nb - n_first) & 1;
-      cp_async_wait<0>();
-      __syncthreads();  // tile nb is in smem, and every warp is done with the other stage
-      if (nb + 1 < n_end) {
-        load_tile<kBN>(sK + (stage ^ 1) * kBN * kStride, gK, p.k_stride[2], (nb + 1) * kBN, p.len_k);
-        load_tile<kBN>(sV + (stage ^ 1) * kBN * kStride, gV, p.v_stride[2], (nb + 1) * kBN, p.len_k);
+    // Tiles wholly inside every mask form one contiguous run [full_lo, full_hi); the boundary
+    // tiles before and after it take the per-cell mask checks.
+    int full_lo = n_first;
+    while (full_lo < n_end && !tile_inside(p, m0, full_lo * kBN)) ++full_lo;
+    int full_hi = full_lo;
+    while (full_hi < n_end && tile_inside(p, m0, full_hi * kBN)) ++full_hi;
+    for (int nb = n_first; nb < n_end;) {
+      if (nb == full_lo) {
+        for (; nb < full_hi; ++nb)
+          step<false>(p, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b, h, slope, acc_o, row_m, row_l);
+        if (nb >= n_end) break;
       }
-      cp_async_commit();
-      const Element* k_tile = sK + stage * kBN * kStride;
-      const Element* v_tile = sV + stage * kBN * kStride;
-      const int n0 = nb * kBN;
-
-      // S = Q K^T for this warp's rows.
-      float acc_s[kAtoms][kNT][4];
-#pragma unroll
-      for (int a = 0; a < kAtoms; ++a)
-#pragma unroll
-        for (int n = 0; n < kNT; ++n) acc_s[a][n][0] = acc_s[a][n][1] = acc_s[a][n][2] = acc_s[a][n][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        u32 qa[kAtoms][4];
-#pragma unroll
-        for (int a = 0; a < kAtoms; ++a) {
-          const int row = warp * 16 * kAtoms + a * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          ldmatrix_x4(qa[a], smem_addr(sQ + row * kStride + kk * 16 + (lane >> 4) * 8));
-        }
-#pragma unroll
-        for (int np = 0; np < kNT / 2; ++np) {
-          u32 kb[4];
-          const int row = np * 16 + (lane & 7) + (lane >> 4) * 8;
-          ldmatrix_x4(kb, smem_addr(k_tile + row * kStride + kk * 16 + ((lane >> 3) & 1) * 8));
-#pragma unroll
-          for (int a = 0; a < kAtoms; ++a) {
-            mma_16816<Element>(acc_s[a][2 * np], qa[a], kb[0], kb[1]);
-            mma_16816<Element>(acc_s[a][2 * np + 1], qa[a], kb[2], kb[3]);
-          }
-        }
-      }
-
-      // Scores -> probabilities (online softmax or ReLU), masking only boundary tiles.
-      const bool need_mask = !tile_inside(p, m0, n0);
-#pragma unroll
-      for (int a = 0; a < kAtoms; ++a) {
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int i = m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
-          float tile_max = neg_inf();
-#pragma unroll
-          for (int n = 0; n < kNT; ++n) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int j = n0 + n * 8 + 2 * t + e;
-              float s = acc_s[a][n][2 * hf + e];
-              if constexpr (Spec::kHasModifiers || Spec::kRelu) {
-                CellCtx c{b, h, i, j, (af_i64)i + p.q_offset - j, slope};
-                s = Spec::modify(s * p.scale, p, c);
-                if constexpr (!Spec::kRelu) s *= kLog2e;
-              } else {
-                s *= p.scale_log2;
-              }
-              if (need_mask && !keep(p, i, j)) s = neg_inf();
-              acc_s[a][n][2 * hf + e] = s;
-              tile_max = fmaxf(tile_max, s);
-            }
-          }
-          if constexpr (Spec::kRelu) {
-            // p = max(s, 0); the row's normaliser is its number of kept keys (counted in row_l).
-            float kept = 0.f;
-#pragma unroll
-            for (int n = 0; n < kNT; ++n)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const float s = acc_s[a][n][2 * hf + e];
-                kept += (s != neg_inf()) ? 1.f : 0.f;
-                acc_s[a][n][2 * hf + e] = fmaxf(s, 0.f);
-              }
-            row_l[a][hf] += kept;
-          } else {
-            tile_max = quad_max(tile_max);
-            const float m_new = fmaxf(row_m[a][hf], tile_max);
-            // A row that has seen no kept key yet keeps m = -inf; use 0 so exp2 never sees inf - inf.
-            const float m_use = m_new == neg_inf() ? 0.f : m_new;
-            const float alpha = fast_exp2(row_m[a][hf] - m_use);
-            row_m[a][hf] = m_new;
-            float sum = 0.f;
-#pragma unroll
-            for (int n = 0; n < kNT; ++n)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const float pr = fast_exp2(acc_s[a][n][2 * hf + e] - m_use);
-                acc_s[a][n][2 * hf + e] = pr;
-                sum += pr;
-              }
-            row_l[a][hf] = row_l[a][hf] * alpha + sum;
-#pragma unroll
-            for (int d = 0; d < kDT; ++d) {
-              acc_o[a][d][2 * hf] *= alpha;
-              acc_o[a][d][2 * hf + 1] *= alpha;
-            }
-          }
-        }
-      }
-
-      // O += P V: the S accumulators are already laid out as the A operand of the next MMA.
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        u32 pa[kAtoms][4];
-#pragma unroll
-        for (int a = 0; a < kAtoms; ++a) {
-          pa[a][0] = Traits::pack(acc_s[a][2 * kk][0], acc_s[a][2 * kk][1]);
-          pa[a][1] = Traits::pack(acc_s[a][2 * kk][2], acc_s[a][2 * kk][3]);
-          pa[a][2] = Traits::pack(acc_s[a][2 * kk + 1][0], acc_s[a][2 * kk + 1][1]);
-          pa[a][3] = Traits::pack(acc_s[a][2 * kk + 1][2], acc_s[a][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int dp = 0; dp < kDT / 2; ++dp) {
-          u32 vb[4];
-          const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          ldmatrix_x4_trans(vb, smem_addr(v_tile + row * kStride + dp * 16 + (lane >> 4) * 8));
-#pragma unroll
-          for (int a = 0; a < kAtoms; ++a) {
-            mma_16816<Element>(acc_o[a][2 * dp], pa[a], vb[0], vb[1]);
-            mma_16816<Element>(acc_o[a][2 * dp + 1], pa[a], vb[2], vb[3]);
-          }
-        }
-      }
+      step<true>(p, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b, h, slope, acc_o, row_m, row_l);
+      ++nb;
     }
     cp_async_wait<0>();
 
