@@ -26,8 +26,8 @@ gpu-test: build
 # The main job: a Llama-3-8B-shaped variant (GQA 32/8, D=128), checked against the float64
 # reference, then timed; on the GPU when there is one, else on the CPU.
 demo: build
-	@$(BUILD)/bin/attnfuse run '$(DEMO_PROGRAM)' --shape $(DEMO_SHAPE) --device auto --check
-	@$(BUILD)/bin/attnfuse bench '$(DEMO_PROGRAM)' --shape $(DEMO_SHAPE) --device auto
+	@$(BUILD)/bin/attnfuse run '$(DEMO_PROGRAM)' --shape $(DEMO_SHAPE) --dtype bf16 --device auto --check
+	@$(BUILD)/bin/attnfuse bench '$(DEMO_PROGRAM)' --shape $(DEMO_SHAPE) --dtype bf16 --device auto
 
 clean:
 	rm -rf $(BUILD)

@@ -54,7 +54,8 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
   //    about 254 registers at D = 128, so per-cell modifiers (alibi, bias, softcap) and ReLU
   //    normalisation, which add live values per cell, keep block_k = 64 (causal+alibi measured
   //    190.5 at 128 vs 197.6 at 64, and spills appear at D = 256).
-  //  - D = 256: block_k = 32 keeps the 128-float O accumulator per thread spill-free.
+  //  - D = 256: block_k = 32 keeps the 128-float O accumulator per thread spill-free (16 with
+  //    per-cell work: alibi at 32 spilled 36-56 B).
   //  - More rows per warp (4 warps x 32 rows) would halve shared-memory traffic per FLOP but
   //    spills at D = 128 (255 registers + 108 B of spill stores); 8 warps it is.
   //  - stages = 2: the template double-buffers K/V with cp.async.
@@ -66,7 +67,7 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
   const bool per_cell_work = modifiers.size() > 0 || norm == NormKind::ReluAttention || rope;
   t.block_q = 128;
   t.num_warps = 8;
-  t.block_k = head_dim > 128 ? 32 : (per_cell_work ? 64 : 128);
+  t.block_k = head_dim > 128 ? (per_cell_work ? 16 : 32) : (per_cell_work ? 64 : 128);
   t.stages = 2;
   return t;
 }

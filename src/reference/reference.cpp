@@ -8,10 +8,11 @@
 #include <cmath>
 #include <exception>
 #include <limits>
-#include <numbers>
+#include <type_traits>
 
 #include "attnfuse/error.hpp"
 #include "common/dtype.hpp"
+#include "rope/frequencies.hpp"
 
 namespace attnfuse::reference {
 namespace {
@@ -22,7 +23,11 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 struct Dims {
   int64_t B = 0, Hq = 0, Hkv = 0, Nq = 0, Nk = 0, D = 0, Dv = 0, group = 1, q_offset = 0;
   double scale = 1.0;
-  int rotary_dim = 0;  // rope / rope_window only
+  // rope / rope_window only (rotary_dim 0 otherwise, and for D = 0: nothing to rotate).
+  int rotary_dim = 0;
+  rope::RopeFrequencies freqs;    // θ_r after scaling, at rope_seq_len, and the attention factor
+  std::vector<float> inv_freq_f;  // the naive form's fp32 θ_r (Hugging Face keeps inv_freq in fp32)
+  std::vector<int64_t> limits;    // rope_window: pair r is kept where |Δ| <= limits[r]
 };
 
 [[noreturn]] void shape_error(const std::string& msg) { throw Error(ErrorCode::Shape, msg); }
@@ -89,17 +94,17 @@ Dims check(const KernelSpec& spec, const AttentionArgs& a) {
     if (n != 1 && n != d.Hq)
       shape_error(fmt::format("alibi has {} custom slopes but the call has {} query heads", n, d.Hq));
   }
-  if (spec.score != ScoreKind::ScaledDot) {
+  if (spec.score != ScoreKind::ScaledDot && d.D > 0) {
     const RopeParams& rp = spec.scalars.rope;
-    if (rp.rope_type != RopeScaling::None)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("rope_type={} is not implemented by the reference yet; it arrives "
-                              "with the RoPE issue",
-                              rope_scaling_name(rp.rope_type)));
     d.rotary_dim = rp.rotary_dim > 0 ? rp.rotary_dim : static_cast<int>(d.D);
     if (d.rotary_dim % 2 != 0 || d.rotary_dim > d.D)
       shape_error(fmt::format("rotary_dim {} must be even and at most the head dim {}",
                               d.rotary_dim, d.D));
+    // The RoPE library validates the rest (Error(Verify) naming the parameter) and applies the
+    // Hugging Face scaling; kernels compute the same frequencies at the same length.
+    d.freqs = rope::rope_frequencies(rp, static_cast<int>(d.D), rope_seq_len(a));
+    d.inv_freq_f.assign(d.freqs.inv_freq.begin(), d.freqs.inv_freq.end());
+    if (spec.score == ScoreKind::RopeWindow) d.limits = rope::window_limits(d.freqs, rp.window_k);
   }
   return d;
 }
@@ -108,27 +113,25 @@ Dims check(const KernelSpec& spec, const AttentionArgs& a) {
 inline double rnd(DType, double x) { return x; }
 inline float rnd(DType t, float x) { return round_to(t, x); }
 
-// RoPE of one vector at position `pos`, in place: pair r (of rotary_dim/2) turns by pos * θ_r.
-// The naive form follows what a same-precision model does (Hugging Face): inverse frequencies and
-// angles in fp32, cos/sin rounded to the dtype, each product and sum rounded.
+// RoPE of one row at position `pos`, in place. The oracle is the RoPE library's float64 rotation
+// (scaled θ_r, cos and sin times the attention factor). The naive form follows what a
+// same-precision model does (Hugging Face): θ_r and angles in fp32, cos/sin times the attention
+// factor in fp32 then rounded to the dtype, each product and sum rounded.
 template <class T>
-void rotate(const RopeParams& rp, int rotary_dim, int64_t pos, DType rt, T* x) {
-  const int half = rotary_dim / 2;
-  for (int r = 0; r < half; ++r) {
-    const int ia = rp.style == RopeStyle::Neox ? r : 2 * r;
-    const int ib = rp.style == RopeStyle::Neox ? r + half : 2 * r + 1;
-    T c, s;
-    if constexpr (std::is_same_v<T, double>) {
-      const double angle = double(pos) * std::pow(rp.base, -2.0 * r / rotary_dim);
-      c = std::cos(angle), s = std::sin(angle);
-    } else {
-      const float inv_freq = 1.0f / std::pow(float(rp.base), float(2 * r) / float(rotary_dim));
-      const float angle = float(pos) * inv_freq;
-      c = rnd(rt, std::cos(angle)), s = rnd(rt, std::sin(angle));
+void rotate(const RopeParams& rp, const Dims& d, int64_t pos, DType rt, T* x) {
+  if (d.rotary_dim == 0) return;
+  if constexpr (std::is_same_v<T, double>) {
+    rope::rotate(rp, d.freqs, pos, x, static_cast<int>(d.D));
+  } else {
+    const float af = static_cast<float>(d.freqs.attention_factor);
+    for (int r = 0; r < d.rotary_dim / 2; ++r) {
+      const rope::PairDims pd = rope::pair_dims(rp.style, d.rotary_dim, r);
+      const float angle = float(pos) * d.inv_freq_f[size_t(r)];
+      const T c = rnd(rt, std::cos(angle) * af), s = rnd(rt, std::sin(angle) * af);
+      const T a = x[pd.a], b = x[pd.b];
+      x[pd.a] = rnd(rt, rnd(rt, a * c) - rnd(rt, b * s));
+      x[pd.b] = rnd(rt, rnd(rt, b * c) + rnd(rt, a * s));
     }
-    const T a = x[ia], b = x[ib];
-    x[ia] = rnd(rt, rnd(rt, a * c) - rnd(rt, b * s));
-    x[ib] = rnd(rt, rnd(rt, b * c) + rnd(rt, a * s));
   }
 }
 
@@ -157,7 +160,7 @@ KvHead<T> load_kv(const Ctx& c, int64_t b, int64_t hkv) {
   for (int64_t j = 0; j < d.Nk; ++j) {
     for (int64_t x = 0; x < d.D; ++x)
       row[size_t(x)] = load_elem(c.args.k.data, c.args.k.dtype, c.args.k.offset(b, hkv, j, x));
-    if (c.spec.score != ScoreKind::ScaledDot) rotate(c.spec.scalars.rope, d.rotary_dim, j, c.rt, row.data());
+    rotate(c.spec.scalars.rope, d, j, c.rt, row.data());
     for (int64_t x = 0; x < d.D; ++x) kv.kt[size_t(x * d.Nk + j)] = row[size_t(x)];
     for (int64_t x = 0; x < d.Dv; ++x)
       kv.v[size_t(j * d.Dv + x)] = load_elem(c.args.v.data, c.args.v.dtype, c.args.v.offset(b, hkv, j, x));
@@ -192,17 +195,16 @@ void score_rows(const Ctx& c, const KvHead<T>& kv, int64_t b, int64_t hq, int64_
   for (int64_t r = 0; r < rows; ++r) {
     T* qr = q.data() + r * D;
     for (int64_t x = 0; x < D; ++x) qr[x] = load_elem(c.args.q.data, c.args.q.dtype, c.args.q.offset(b, hq, i0 + r, x));
-    if (spec.score != ScoreKind::ScaledDot) rotate(spec.scalars.rope, d.rotary_dim, i0 + r + d.q_offset, c.rt, qr);
+    rotate(spec.scalars.rope, d, i0 + r + d.q_offset, c.rt, qr);
     range[size_t(r)] = all_cells ? std::pair<int64_t, int64_t>{0, Nk} : key_interval(spec, d, i0 + r);
   }
   std::fill(S, S + rows * Nk, T(0));
-  // rope_window (ATFlash): pair r contributes only where |Δ| <= k * λ_r, λ_r = 2π / θ_r;
-  // dims past rotary_dim (and every dim of the other score ops) contribute to every cell.
-  const bool windowed = spec.score == ScoreKind::RopeWindow;
+  // rope_window (ATFlash): pair r contributes only where |Δ| <= k * λ_r, compared as the
+  // integer limits of rope::window_limits so every backend prunes exactly the same cells; dims
+  // past rotary_dim (and every dim of the other score ops) contribute to every cell.
+  const bool windowed = spec.score == ScoreKind::RopeWindow && d.rotary_dim > 0;
   const int half = windowed ? d.rotary_dim / 2 : 0;
   const RopeParams& rp = spec.scalars.rope;
-  std::vector<double> reach(static_cast<size_t>(half));
-  for (int r = 0; r < half; ++r) reach[size_t(r)] = rp.window_k * 2.0 * std::numbers::pi / std::pow(rp.base, -2.0 * r / d.rotary_dim);
   // Q K^T over blocks of 256 keys: the K^T block (D x 256) stays in L2 while every row reads it.
   constexpr int64_t kBlock = 256;
   for (int64_t j0 = 0; j0 < Nk; j0 += kBlock)
@@ -217,11 +219,15 @@ void score_rows(const Ctx& c, const KvHead<T>& kv, int64_t b, int64_t hq, int64_
       }
       const int64_t pq = i0 + r + d.q_offset;
       for (int p = 0; p < half; ++p) {
-        const int ia = rp.style == RopeStyle::Neox ? p : 2 * p, ib = rp.style == RopeStyle::Neox ? p + half : 2 * p + 1;
-        const T qa = qr[ia], qb = qr[ib];
-        const T *ka = kv.kt.data() + ia * Nk, *kb = kv.kt.data() + ib * Nk;
-        for (int64_t j = ja; j < jb; ++j)
-          if (std::abs(double(pq - j)) <= reach[size_t(p)]) s[j] += qa * ka[j] + qb * kb[j];
+        // Keys j with pq - w <= j <= pq + w, clipped to [ja, jb); w < 0 keeps none.
+        const int64_t w = d.limits[size_t(p)];
+        if (w < 0 || ja >= jb) continue;
+        const int64_t jlo = pq - ja > w ? pq - w : ja;
+        const int64_t jhi = jb - 1 - pq > w ? pq + w + 1 : jb;
+        const rope::PairDims pd = rope::pair_dims(rp.style, d.rotary_dim, p);
+        const T qa = qr[pd.a], qb = qr[pd.b];
+        const T *ka = kv.kt.data() + pd.a * Nk, *kb = kv.kt.data() + pd.b * Nk;
+        for (int64_t j = jlo; j < jhi; ++j) s[j] += qa * ka[j] + qb * kb[j];
       }
     }
   const T scale = T(d.scale), cap = T(spec.scalars.softcap);
@@ -427,6 +433,11 @@ template void normalize<double>(const KernelSpec&, const AttentionArgs&, int64_t
 template void normalize<float>(const KernelSpec&, const AttentionArgs&, int64_t, int64_t, float*, float*);
 template void pv<double>(const AttentionArgs&, int64_t, int64_t, const double*, double*);
 template void pv<float>(const AttentionArgs&, int64_t, int64_t, const float*, float*);
+
+int64_t rope_seq_len(const AttentionArgs& args) {
+  const int64_t Nq = args.q.shape[2], Nk = args.k.shape[2];
+  return std::max(Nk, Nq > 0 ? args.resolved_q_offset() + Nq : 0);
+}
 
 bool keeps(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, int64_t i, int64_t j) {
   const int64_t delta = i + args.resolved_q_offset() - j;

@@ -24,7 +24,10 @@ struct Result {
 };
 
 // Reads args.q/k/v/bias/block_mask (any dtype, any strides), ignores args.out/args.lse.
-// Throws Error(Unsupported) for score ops whose semantics are not implemented yet.
+// rope / rope_window: every Hugging Face scaling, through the RoPE library (rope/frequencies.hpp)
+// at rope_seq_len(args); rope_window prunes pair r where |Δ| > rope::window_limits(...)[r].
+// Throws Error(Verify) for invalid RoPE parameters, Error(Shape) for a rotary_dim that is odd or
+// larger than the head dim.
 Result attention(const KernelSpec& spec, const AttentionArgs& args,
                  Precision precision = Precision::F64);
 
@@ -39,6 +42,12 @@ void normalize(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int
 // O[Nq, Dv] = P V for (b, hq); out row-major contiguous.
 template <class T>
 void pv(const AttentionArgs& args, int64_t b, int64_t hq, const T* P, T* out);
+
+// The sequence length RoPE frequencies are computed for (what `dynamic` and `longrope` read):
+// the largest position in play plus one, HF's max(position_ids) + 1, i.e. max(Nk, q_offset + Nq)
+// (Nk when Nq = 0). Kernels must use the same length so that they rotate (and, for rope_window,
+// prune) exactly as the reference does.
+int64_t rope_seq_len(const AttentionArgs& args);
 
 // Does the cell survive every mask of the spec? (Shared by the reference and the kernels' tests.)
 bool keeps(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, int64_t i,

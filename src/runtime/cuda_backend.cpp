@@ -105,6 +105,12 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   if (B == 0 || Hq == 0 || Nq == 0) return;
   if (Nq > INT32_MAX || Nk > INT32_MAX || Hq > 65535 || B > 65535)
     throw Error(ErrorCode::Shape, "the CUDA backend takes up to 2^31-1 rows and 65535 heads/batches");
+  // The kernel computes positions in 32 bits (one register per cell): every query position
+  // i + q_offset and every key position must fit.
+  const int64_t q_offset = args.resolved_q_offset();
+  if (q_offset + Nq > INT32_MAX || q_offset < -int64_t{INT32_MAX} + Nk)
+    throw Error(ErrorCode::Shape, fmt::format("q_offset {} puts query positions outside the 32-bit range "
+                                              "the CUDA kernel uses", q_offset));
   if (spec_.modifiers.has(ModifierKind::Alibi) && scalars.alibi == AlibiSlopes::Custom)
     throw Error(ErrorCode::Unsupported, "custom ALiBi slopes on CUDA are not supported yet; use slopes=standard");
 
@@ -137,7 +143,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   p.len_q = static_cast<int>(Nq);
   p.len_k = static_cast<int>(Nk);
   p.head_ratio = static_cast<int>(Hq / Hkv);
-  p.q_offset = args.resolved_q_offset();
+  p.q_offset = q_offset;
   const double scale = scalars.scale ? *scalars.scale : 1.0 / std::sqrt(double(spec_.head_dim));
   p.scale = static_cast<float>(scale);
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);

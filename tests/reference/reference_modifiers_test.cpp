@@ -202,8 +202,8 @@ TEST(ReferenceRope, NeoxGptjRotaryDimAndWindowMatchADirectFormula) {
       }
   KernelSpec bad = spec_of();
   bad.score = ScoreKind::Rope;
-  bad.scalars.rope.rope_type = RopeScaling::Yarn;
-  EXPECT_EQ(code_of([&] { attention(bad, args_of(q, k, v)); }), ErrorCode::Unsupported);
+  bad.scalars.rope.rope_type = RopeScaling::Yarn;  // without original_max_position_embeddings
+  EXPECT_EQ(code_of([&] { attention(bad, args_of(q, k, v)); }), ErrorCode::Verify);
   bad.scalars.rope.rope_type = RopeScaling::None;
   bad.scalars.rope.rotary_dim = 7;
   EXPECT_EQ(code_of([&] { attention(bad, args_of(q, k, v)); }), ErrorCode::Shape);

@@ -13,12 +13,9 @@ namespace {
 const char* modifier_line(ModifierKind k) {
   switch (k) {
     case ModifierKind::Alibi:
-      return "    s -= c.slope * fabsf((float)c.delta);  // alibi\n";
+      return "    s -= c.slope * (float)abs(c.delta);  // alibi\n";
     case ModifierKind::AdditiveBias:
-      return "    s += (c.i < p.len_q && c.j < p.len_k)  // additive_bias\n"
-             "             ? p.bias[c.b * p.bias_stride[0] + c.h * p.bias_stride[1] +\n"
-             "                      (af_i64)c.i * p.bias_stride[2] + c.j]\n"
-             "             : 0.f;\n";
+      return "    s += (c.bias_row && c.j < p.len_k) ? c.bias_row[c.j] : 0.f;  // additive_bias\n";
     case ModifierKind::Softcap:
       return "    s = p.softcap * fast_tanh(s * p.inv_softcap);  // softcap\n";
   }
@@ -77,6 +74,7 @@ struct Spec {{
   static constexpr bool kCausal = {causal};
   static constexpr bool kSlidingWindow = {window};
   static constexpr bool kAlibi = {alibi};
+  static constexpr bool kBias = {bias};
   static constexpr bool kHasModifiers = {has_mods};
   static constexpr bool kRelu = {relu};
 
@@ -99,7 +97,7 @@ extern "C" __global__ void __launch_bounds__({threads}, 1)
       fmt::arg("bn", spec.tile.block_k), fmt::arg("warps", spec.tile.num_warps),
       fmt::arg("causal", spec.masks.has(MaskKind::Causal)),
       fmt::arg("window", spec.masks.has(MaskKind::SlidingWindow)),
-      fmt::arg("alibi", mods.has(ModifierKind::Alibi)), fmt::arg("has_mods", mods.size() > 0),
+      fmt::arg("alibi", mods.has(ModifierKind::Alibi)), fmt::arg("bias", mods.has(ModifierKind::AdditiveBias)), fmt::arg("has_mods", mods.size() > 0),
       fmt::arg("relu", relu), fmt::arg("hook", hook), fmt::arg("threads", threads_per_block(spec)),
       fmt::arg("entry", kEntryName));
 }

@@ -14,11 +14,14 @@ constexpr float kLn2 = 0.6931471805599453f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
 // What a modifier hook may read about the cell it modifies.
+// Positions are 32-bit here: the host refuses calls whose positions do not fit (see
+// CudaKernel::launch), which keeps the per-cell arithmetic in single registers.
 struct CellCtx {
-  int b, h;       // batch, query head
-  int i, j;       // query row, key index
-  af_i64 delta;   // position of query i minus position of key j
-  float slope;    // ALiBi slope of head h (0 when the program has no alibi)
+  int b, h;               // batch, query head
+  int i, j;               // query row, key index
+  int delta;              // position of query i minus position of key j
+  float slope;            // ALiBi slope of head h (0 when the program has no alibi)
+  const float* bias_row;  // additive_bias: row i of this (b, h)'s bias, or null
 };
 
 // ALiBi slopes of the ALiBi paper: 2^(-8k/n) for the closest power of two n <= H, then for the
@@ -66,9 +69,10 @@ struct FwdKernel {
   }
 
   // Is cell (query row i, key j) kept by the program's masks?
-  static __device__ __forceinline__ bool keep(const FwdParams& p, int i, int j) {
+  // qpos = position of query i.
+  static __device__ __forceinline__ bool keep(const FwdParams& p, int qpos, int j) {
     if (j >= p.len_k) return false;
-    const af_i64 delta = (af_i64)i + p.q_offset - j;
+    const int delta = qpos - j;
     if (Spec::kCausal && delta < 0) return false;
     if (Spec::kSlidingWindow && (delta >= p.window || -delta >= p.window)) return false;
     return true;
@@ -113,6 +117,11 @@ struct FwdKernel {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int i = m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
+        const int qpos = i + (int)p.q_offset;
+        const float* bias_row = nullptr;
+        if constexpr (Spec::kBias)
+          bias_row = i < p.len_q ? p.bias + b * p.bias_stride[0] + h * p.bias_stride[1] + (af_i64)i * p.bias_stride[2]
+                                 : nullptr;
         float tile_max = neg_inf();
 #pragma unroll
         for (int n = 0; n < kNT; ++n) {
@@ -121,11 +130,11 @@ struct FwdKernel {
             const int j = n0 + n * 8 + 2 * t + e;
             float s = acc_s[a][n][2 * hf + e];
             if constexpr (Spec::kHasModifiers || Spec::kRelu) {
-              CellCtx c{b, h, i, j, (af_i64)i + p.q_offset - j, slope};
+              CellCtx c{b, h, i, j, qpos - j, slope, bias_row};
               s = Spec::modify(s * p.scale, p, c);
               if constexpr (!Spec::kRelu) s *= kLog2e;
             }  // else: raw q.k; the scale is folded into the exp2 argument below (one FFMA)
-            if (kMask && !keep(p, i, j)) s = neg_inf();
+            if (kMask && !keep(p, qpos, j)) s = neg_inf();
             acc_s[a][n][2 * hf + e] = s;
             tile_max = fmaxf(tile_max, s);
           }
@@ -255,7 +264,10 @@ struct FwdKernel {
     Element* sK = sQ + kBM * kStride;  // 2 stages
     Element* sV = sK + 2 * kBN * kStride;
 
-    const int m_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    // Causal rows near the end see the most keys: schedule those blocks first so the short ones
+    // fill the tail of the grid instead of leaving SMs idle behind one long block.
+    const int m_block = Spec::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z;
     const int hk = h / p.head_ratio;
     const int m0 = m_block * kBM;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -1,0 +1,160 @@
+// Device resolution and dispatch for the CLI, including host <-> GPU copies for --device cuda.
+#include "backend.hpp"
+
+#include <utility>
+#include <vector>
+
+#include "attnfuse/error.hpp"
+#include "codegen/cuda/emit.hpp"
+#include "common/dtype.hpp"
+#include "runtime/cuda_backend.hpp"
+#include "runtime/cuda_driver.hpp"
+
+namespace attnfuse::cli {
+
+bool cuda_backend_available() { return runtime::cuda_available(); }
+
+Target resolve_target(DeviceChoice choice) {
+  switch (choice) {
+    case DeviceChoice::Cpu: return Target::Cpu;
+    case DeviceChoice::Cuda: {
+      std::string why;
+      if (!runtime::cuda_available(&why))
+        throw Error(ErrorCode::Device, "CUDA backend not available: " + why + "; use --device cpu");
+      return Target::Cuda;
+    }
+    case DeviceChoice::Auto: return cuda_backend_available() ? Target::Cuda : Target::Cpu;
+  }
+  return Target::Cpu;
+}
+
+void check_cuda_supported(const KernelSpec& spec) { codegen::cuda::check_supported(spec); }
+
+namespace {
+
+// One device allocation, freed on scope exit.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes_) runtime::check(runtime::driver().cuMemAlloc(&ptr_, bytes_), "cuMemAlloc");
+  }
+  ~DeviceBuffer() {
+    if (ptr_) runtime::driver().cuMemFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;  // o frees what this held
+  }
+  void* get() const { return reinterpret_cast<void*>(ptr_); }
+  void upload(const void* src) { runtime::check(runtime::driver().cuMemcpyHtoD(ptr_, src, bytes_), "cuMemcpyHtoD"); }
+  void download(void* dst) const {
+    runtime::check(runtime::driver().cuMemcpyDtoH(dst, ptr_, bytes_), "cuMemcpyDtoH");
+  }
+
+ private:
+  runtime::CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Contiguous copy of a (possibly strided) host view, same dtype.
+std::vector<char> pack(const TensorView& t) {
+  const int64_t es = dtype_size(t.dtype);
+  std::vector<char> out(static_cast<size_t>(t.numel() * es));
+  char* dst = out.data();
+  for (int64_t b = 0; b < t.shape[0]; ++b)
+    for (int64_t h = 0; h < t.shape[1]; ++h)
+      for (int64_t s = 0; s < t.shape[2]; ++s) {
+        const char* src = static_cast<const char*>(t.data) + t.offset(b, h, s, 0) * es;
+        std::copy(src, src + t.shape[3] * es, dst);
+        dst += t.shape[3] * es;
+      }
+  return out;
+}
+
+}  // namespace
+
+struct CudaResident::Impl {
+  KernelSpec spec;
+  AttentionArgs dev;
+  DeviceBuffer q, k, v, out, lse, bias;
+};
+
+CudaResident::CudaResident(const KernelSpec& spec, const AttentionArgs& host) : impl_(std::make_unique<Impl>()) {
+  validate(spec, host);
+  check_cuda_supported(spec);
+  Impl& m = *impl_;
+  m.spec = spec;
+  m.dev = host;
+  auto upload = [](const TensorView& t, DeviceBuffer& buf) {
+    const std::vector<char> bytes = pack(t);
+    buf = DeviceBuffer(bytes.size());
+    buf.upload(bytes.data());
+    return TensorView::contiguous(buf.get(), t.dtype, t.shape);
+  };
+  m.dev.q = upload(host.q, m.q);
+  m.dev.k = upload(host.k, m.k);
+  m.dev.v = upload(host.v, m.v);
+  m.out = DeviceBuffer(static_cast<size_t>(host.out.numel() * dtype_size(host.out.dtype)));
+  m.dev.out = TensorView::contiguous(m.out.get(), host.out.dtype, host.out.shape);
+  if (host.lse) {
+    m.lse = DeviceBuffer(static_cast<size_t>(host.q.shape[0] * host.q.shape[1] * host.q.shape[2]) * 4);
+    m.dev.lse = LseView::contiguous(static_cast<float*>(m.lse.get()), {host.q.shape[0], host.q.shape[1], host.q.shape[2]});
+  }
+  if (host.bias) {
+    // The GPU kernel reads an fp32 bias: widen whatever the CLI holds.
+    const TensorView& b = *host.bias;
+    std::vector<float> wide(static_cast<size_t>(b.numel()));
+    size_t i = 0;
+    for (int64_t x = 0; x < b.shape[0]; ++x)
+      for (int64_t y = 0; y < b.shape[1]; ++y)
+        for (int64_t r = 0; r < b.shape[2]; ++r)
+          for (int64_t c = 0; c < b.shape[3]; ++c) wide[i++] = load_elem(b.data, b.dtype, b.offset(x, y, r, c));
+    m.bias = DeviceBuffer(wide.size() * 4);
+    m.bias.upload(wide.data());
+    m.dev.bias = TensorView::contiguous(m.bias.get(), DType::F32, b.shape);
+  }
+}
+
+CudaResident::~CudaResident() = default;
+
+void CudaResident::launch() { runtime::run_cuda(impl_->spec, impl_->dev, nullptr, /*sync=*/true); }
+
+void CudaResident::download(const AttentionArgs& host) const {
+  const Impl& m = *impl_;
+  // Outputs come back contiguous; scatter into the host views (the CLI's are contiguous too).
+  std::vector<char> out(static_cast<size_t>(host.out.numel() * dtype_size(host.out.dtype)));
+  m.out.download(out.data());
+  const int64_t es = dtype_size(host.out.dtype);
+  const char* src = out.data();
+  for (int64_t b = 0; b < host.out.shape[0]; ++b)
+    for (int64_t h = 0; h < host.out.shape[1]; ++h)
+      for (int64_t s = 0; s < host.out.shape[2]; ++s) {
+        char* dst = static_cast<char*>(host.out.data) + host.out.offset(b, h, s, 0) * es;
+        std::copy(src, src + host.out.shape[3] * es, dst);
+        src += host.out.shape[3] * es;
+      }
+  if (host.lse) {
+    std::vector<float> lse(static_cast<size_t>(host.q.shape[0] * host.q.shape[1] * host.q.shape[2]));
+    m.lse.download(lse.data());
+    size_t i = 0;
+    for (int64_t b = 0; b < host.lse->shape[0]; ++b)
+      for (int64_t h = 0; h < host.lse->shape[1]; ++h)
+        for (int64_t s = 0; s < host.lse->shape[2]; ++s)
+          host.lse->data[b * host.lse->strides[0] + h * host.lse->strides[1] + s * host.lse->strides[2]] = lse[i++];
+  }
+}
+
+void run_attention(Target target, const KernelSpec& spec, const AttentionArgs& args) {
+  if (target == Target::Cpu) {
+    run_cpu(spec, args);
+    return;
+  }
+  CudaResident resident(spec, args);
+  resident.launch();
+  resident.download(args);
+}
+
+}  // namespace attnfuse::cli

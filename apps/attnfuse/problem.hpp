@@ -1,0 +1,86 @@
+// One attention problem as the CLI holds it: owning buffers for Q/K/V/O (in the compute dtype),
+// LSE, bias and BlockMask, built from .npy files or from random numbers, and viewed as
+// AttentionArgs for the library.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/block_mask.hpp"
+#include "attnfuse/kernel_spec.hpp"
+#include "attnfuse/tensor.hpp"
+#include "options.hpp"
+
+namespace attnfuse::cli {
+
+// An owning, 64-byte aligned, contiguous BHSD host tensor of one dtype.
+class HostTensor {
+ public:
+  HostTensor() = default;
+  HostTensor(DType dtype, std::array<int64_t, 4> shape);
+
+  DType dtype() const { return dtype_; }
+  const std::array<int64_t, 4>& shape() const { return shape_; }
+  int64_t numel() const { return shape_[0] * shape_[1] * shape_[2] * shape_[3]; }
+  TensorView view() const;
+
+  // Stores fp32 values rounded to the dtype (round to nearest even).
+  void fill_from_f32(std::span<const float> values);
+  std::vector<float> to_f32() const;
+  // NaN in every element, so an element the kernel forgot to write cannot pass a check.
+  void poison();
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  DType dtype_ = DType::F32;
+  std::array<int64_t, 4> shape_{0, 0, 0, 0};
+  std::unique_ptr<std::byte[], Free> data_;
+};
+
+struct Problem {
+  Shape shape;
+  DType dtype = DType::F32;
+  HostTensor q, k, v, out;
+  bool want_lse = false;
+  std::vector<float> lse;  // [B, Hq, Nq] when want_lse
+  std::optional<HostTensor> bias;
+  std::optional<BlockMask> block_mask;
+  std::optional<int64_t> q_offset;
+
+  // Views of the buffers above (out and lse are written by a run).
+  AttentionArgs args();
+};
+
+// Where `run`/`bench` read their tensors from (empty path: not given).
+struct FileInputs {
+  std::string q, k, v, bias, block_mask;
+  std::optional<BlockSize> block_size;  // default 64,64
+  std::optional<int64_t> q_offset;
+};
+
+// Loads float32 C-order .npy inputs and converts them to `dtype`. Checks what the CLI can tell
+// better than validate() (file names, ranks, missing or unneeded bias / block mask, block grid
+// size) and throws Error / UsageError; validate() checks the rest before any kernel runs.
+Problem load_problem(const KernelSpec& spec, const FileInputs& files, DType dtype, bool want_lse);
+
+// Random normal(0,1) inputs (and a random bias / block grid when the program needs them).
+Problem random_problem(const KernelSpec& spec, const Shape& shape, uint64_t seed, DType dtype,
+                       std::optional<BlockSize> block_size, std::optional<int64_t> q_offset,
+                       bool want_lse);
+
+// The dtype a bias tensor is handed to the kernel in.
+DType bias_dtype(DType compute);
+
+// Refuses problems whose buffers would not fit in memory (instead of being killed later).
+void check_fits_in_memory(const Shape& shape, DType dtype, bool with_bias);
+
+}  // namespace attnfuse::cli
