@@ -1,0 +1,426 @@
+// The fused CPU attention kernel: one tiled online-softmax loop per (batch, query head, query tile)
+// that never materializes the score matrix (only a block_k x block_q tile, thread-local), with
+// the norm, the ordered modifier chain and the presence of masks fixed at compile time.
+#include "cpu/fused_kernel.hpp"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
+
+namespace attnfuse::cpu {
+namespace {
+
+using namespace simd;
+constexpr int kBQ = kStride;     // row stride of the Q^T and S^T tiles (a tile may use fewer rows)
+constexpr int kBK = kMaxBlockK;  // key capacity of the chunk buffers
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+using i128 = __int128;
+
+// ---- Per-thread scratch -----------------------------------------------------------------------
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float[], FreeDeleter>;
+
+Buffer alloc_floats(int64_t n) {
+  const size_t bytes = (size_t(std::max<int64_t>(n, 1)) * 4 + 63) / 64 * 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p) throw std::bad_alloc();
+  return Buffer(p);
+}
+
+struct Workspace {
+  explicit Workspace(const KernelParams& p)
+      : dvp((p.Dv + kLanes - 1) / kLanes * kLanes),
+        qt(alloc_floats(p.D * kBQ)),
+        st(alloc_floats(int64_t{kBK} * kBQ)),
+        o(alloc_floats(kBQ * dvp)),
+        kbuf(p.dtype == DType::F32 ? nullptr : alloc_floats(kBK * p.D)),
+        vbuf(p.dtype == DType::F32 && p.Dv == dvp ? nullptr : alloc_floats(kBK * dvp)) {
+    if (vbuf) std::fill(vbuf.get(), vbuf.get() + kBK * dvp, 0.0f);  // the Dv..dvp tail stays 0
+  }
+  int64_t dvp;  // Dv rounded up to whole vectors
+  Buffer qt;    // [D][kBQ]   scaled Q of the tile, transposed; padding columns are 0
+  Buffer st;    // [kBK][kBQ] S^T, then P^T, of one key chunk
+  Buffer o;     // [kBQ][dvp] unnormalized output rows
+  Buffer kbuf;  // [kBK][D]   fp32 copy of a 16-bit K chunk
+  Buffer vbuf;  // [kBK][dvp] fp32 copy of a V chunk (16-bit, or Dv not whole vectors)
+  const float* krow[kBK];
+  const float* vrow[kBK];
+  alignas(64) float m[kBQ];      // running max (raw: -inf while nothing kept)
+  alignas(64) float l[kBQ];      // running sum of exp (softmax)
+  alignas(64) float cnt[kBQ];    // kept keys so far (relu_attention)
+  alignas(64) float alpha[kBQ];  // rescale of the running state by the current chunk
+  alignas(64) float row[kBQ];    // one converted Q row piece
+};
+
+// Float 0, 1, 2, ...: lane index of each query column.
+struct Iota {
+  alignas(64) float v[kBQ];
+  constexpr Iota() : v{} {
+    for (int i = 0; i < kBQ; ++i) v[i] = float(i);
+  }
+};
+constexpr Iota kIota{};
+
+// One query tile of one (b, hq): fixed while its key chunks stream by.
+struct Tile {
+  int64_t b, hq, hkv, i0;
+  int m;     // query rows
+  int qv;    // 16-lane vectors covering m
+  int mpad;  // 16 * qv
+  int rows;  // m rounded up to the PV micro-kernel's rows
+  i128 pq_lo, pq_hi;  // positions of the first and last query
+  float slope;        // alibi
+  const void* bias_rows;  // bias at (b', h', i0, 0)
+};
+
+// How a key chunk is masked: nothing to check, or per-element (positions and/or a bitmap).
+struct ChunkMask {
+  bool check = false;
+  const uint64_t* bits = nullptr;  // partial BlockMask block: cell bitmap
+  int64_t bits_q0 = 0, bits_k0 = 0;  // first query / key of that block
+  int block_k = 0;
+};
+
+// Calls f(a, n) for consecutive chunks of [lo, hi) of at most bk keys; the short chunk comes
+// first so that the last one ends exactly at hi (for causal tiles that is the diagonal).
+template <class F>
+void for_each_chunk(int64_t lo, int64_t hi, int bk, F&& f) {
+  if (lo >= hi) return;
+  int64_t n = (hi - lo) % bk;
+  if (n == 0) n = bk;
+  for (int64_t a = lo; a < hi; a += n, n = bk) f(a, static_cast<int>(n));
+}
+
+// Does the modifier chain code hold this kind?
+constexpr bool chain_has(unsigned code, ModifierKind k) {
+  for (; code != 0; code /= 4)
+    if (code % 4 == static_cast<unsigned>(k) + 1) return true;
+  return false;
+}
+
+template <NormKind kNorm, unsigned kMods, bool kMasked>
+struct Kernel {
+  static void run(const KernelParams& p);
+
+  // Applies the modifier chain (base-4 digits, innermost first) to the chunk's scores.
+  template <unsigned kChain>
+  static void modify(const KernelParams& p, const Tile& t, int64_t a, int n, float* st) {
+    if constexpr (kChain != 0) {
+      constexpr auto kind = static_cast<ModifierKind>(kChain % 4 - 1);
+      if constexpr (kind == ModifierKind::Alibi) {
+        for (int j = 0; j < n; ++j) {
+          // delta of column i = (pq_lo - key) + i, exact in float below 2^24
+          const float base = static_cast<float>(static_cast<double>(t.pq_lo - (a + j)));
+          float* s = st + j * kBQ;
+          for (int i = 0; i < t.mpad; ++i) s[i] -= t.slope * std::fabs(base + kIota.v[i]);
+        }
+      } else if constexpr (kind == ModifierKind::AdditiveBias) {
+        add_bias(p, t, a, n, st);
+      } else {
+        const float c = p.softcap, inv_c = 1.0f / p.softcap;
+        for (int j = 0; j < n; ++j) {
+          float* s = st + j * kBQ;
+          for (int i = 0; i < t.mpad; ++i) s[i] = c * fastmath::tanh(s[i] * inv_c);
+        }
+      }
+      modify<kChain / 4>(p, t, a, n, st);
+    }
+  }
+
+  static void add_bias(const KernelParams& p, const Tile& t, int64_t a, int n, float* st) {
+    const int64_t rs = p.bias_strides[2];
+    for (int i = 0; i < t.m; ++i) {
+      const int64_t off = i * rs + a;
+      if (p.bias_dtype == DType::F32) {
+        const float* br = static_cast<const float*>(t.bias_rows) + off;
+        for (int j = 0; j < n; ++j) st[j * kBQ + i] += br[j];
+      } else {
+        for (int j = 0; j < n; ++j) st[j * kBQ + i] += load_elem(t.bias_rows, p.bias_dtype, off + j);
+      }
+    }
+  }
+
+  // Sets masked cells of a boundary chunk to -inf (and counts kept keys for relu_attention).
+  static void apply_mask(const KernelParams& p, Workspace& w, const Tile& t, int64_t a, int n,
+                         const ChunkMask& cm) {
+    const bool causal = p.masks.has(MaskKind::Causal);
+    const bool sliding = p.masks.has(MaskKind::SlidingWindow);
+    for (int j = 0; j < n; ++j) {
+      float* s = w.st.get() + j * kBQ;
+      // Kept query columns of key a+j form an interval [lo, hi) (delta = pq_lo + i - key).
+      const i128 base = i128(a + j) - t.pq_lo;  // the column whose delta is 0
+      i128 lo = 0, hi = t.mpad;
+      if (causal) lo = std::max(lo, base);
+      if (sliding) lo = std::max(lo, base - p.window + 1), hi = std::min(hi, base + p.window);
+      const int ilo = static_cast<int>(std::clamp<i128>(lo, 0, t.mpad));
+      const int ihi = static_cast<int>(std::clamp<i128>(hi, ilo, t.mpad));
+      if (!cm.bits) {
+        for (int i = 0; i < t.mpad; ++i) {
+          const bool keep = i >= ilo && i < ihi;
+          s[i] = keep ? s[i] : kNegInf;
+          if constexpr (kNorm == NormKind::ReluAttention) w.cnt[i] += keep ? 1.0f : 0.0f;
+        }
+        continue;
+      }
+      // Partial BlockMask block: bit (query - block's first query) * block_k + (key - first key).
+      const int64_t col = a + j - cm.bits_k0;
+      for (int i = 0; i < t.mpad; ++i) {
+        const int64_t bit = (t.i0 + i - cm.bits_q0) * cm.block_k + col;
+        const bool keep = i >= ilo && i < ihi && i < t.m && ((cm.bits[bit >> 6] >> (bit & 63)) & 1u);
+        s[i] = keep ? s[i] : kNegInf;
+        if constexpr (kNorm == NormKind::ReluAttention) w.cnt[i] += keep ? 1.0f : 0.0f;
+      }
+    }
+  }
+
+  // One key chunk [a, a+n): scores, modifiers, masks, online normalization, P V.
+  static void chunk(const KernelParams& p, Workspace& w, const Tile& t, int64_t a, int n,
+                    const ChunkMask& cm) {
+    float* st = w.st.get();
+    // K and V rows: in place for fp32 (any strides), else converted once per chunk.
+    const int64_t kofs = t.b * p.k_strides[0] + t.hkv * p.k_strides[1];
+    const int64_t vofs = t.b * p.v_strides[0] + t.hkv * p.v_strides[1];
+    for (int j = 0; j < n; ++j) {
+      const int64_t kj = kofs + (a + j) * p.k_strides[2];
+      if (w.kbuf) {
+        load_row(p.k, p.dtype, kj, p.D, w.kbuf.get() + j * p.D);
+        w.krow[j] = w.kbuf.get() + j * p.D;
+      } else {
+        w.krow[j] = static_cast<const float*>(p.k) + kj;
+      }
+      const int64_t vj = vofs + (a + j) * p.v_strides[2];
+      if (w.vbuf) {
+        load_row(p.v, p.dtype, vj, p.Dv, w.vbuf.get() + j * w.dvp);
+        w.vrow[j] = w.vbuf.get() + j * w.dvp;
+      } else {
+        w.vrow[j] = static_cast<const float*>(p.v) + vj;
+      }
+    }
+
+    qk(t.qv, w.krow, n, w.qt.get(), p.D, st);
+    modify<kMods>(p, t, a, n, st);
+    [[maybe_unused]] bool checked = false;
+    if constexpr (kMasked) {
+      if (cm.check) {
+        apply_mask(p, w, t, a, n, cm);
+        checked = true;
+      }
+    }
+    if constexpr (kNorm == NormKind::ReluAttention) {
+      if (!checked)
+        for (int i = 0; i < t.mpad; ++i) w.cnt[i] += float(n);
+      for (int j = 0; j < n; ++j) {
+        float* s = st + j * kBQ;
+        for (int i = 0; i < t.mpad; ++i) s[i] = s[i] < 0.0f ? 0.0f : s[i];  // NaN stays NaN
+      }
+    } else {
+      online_softmax(w, t, n);
+    }
+    // A zero weight selects nothing (as in the reference), so NaN/Inf in V must not leak through
+    // 0 * NaN where weights can be exactly 0 for other reasons than underflow: masked cells of a
+    // boundary chunk, -inf biases, relu's negative scores. Only then is V scanned.
+    constexpr bool kZeroWeights =
+        kNorm == NormKind::ReluAttention || chain_has(kMods, ModifierKind::AdditiveBias);
+    if ((checked || kZeroWeights) && !finite_rows(w.vrow, n, p.Dv))
+      pv_skipping_zeros(st, w.vrow, n, t.m, p.Dv, w.dvp, w.o.get());
+    else
+      pv(st, w.vrow, n, t.rows, w.dvp, w.o.get());
+  }
+
+  // Online softmax of the chunk (P^T in place), then O rescaled to the new running max.
+  static void online_softmax(Workspace& w, const Tile& t, int n) {
+    softmax_chunk(t.qv, w.st.get(), n, w.m, w.l, w.alpha);
+    float* o = w.o.get();
+    for (int i = 0; i < t.rows; ++i) {
+      const float al = w.alpha[i];
+      float* oi = o + i * w.dvp;
+      for (int64_t x = 0; x < w.dvp; ++x) oi[x] *= al;
+    }
+  }
+
+  static void tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq, int64_t i0, int m,
+                   int64_t qb);
+};
+
+template <NormKind kNorm, unsigned kMods, bool kMasked>
+void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, int64_t b,
+                                         int64_t hq, int64_t i0, int m, int64_t qb) {
+  Tile t;
+  t.b = b, t.hq = hq, t.hkv = hq / (p.Hq / p.Hkv), t.i0 = i0, t.m = m;
+  t.qv = (m + kLanes - 1) / kLanes;
+  t.mpad = t.qv * kLanes;
+  t.rows = (m + kPvRows - 1) / kPvRows * kPvRows;
+  t.pq_lo = i128(i0) + p.q_offset;
+  t.pq_hi = t.pq_lo + (m - 1);
+  t.slope = p.alibi_slopes ? p.alibi_slopes[hq] : 0.0f;
+  t.bias_rows = nullptr;
+  if (p.bias) {
+    const int64_t off = b * p.bias_strides[0] + hq * p.bias_strides[1] + i0 * p.bias_strides[2];
+    t.bias_rows = static_cast<const char*>(p.bias) + off * dtype_size(p.bias_dtype);
+  }
+
+  // Q^T, pre-scaled; the padding columns are zero so their (ignored) scores stay finite.
+  float* qt = w.qt.get();
+  float* row = w.row;  // D may exceed kBQ: convert one row in pieces
+  for (int i = 0; i < t.mpad; ++i) {
+    if (i >= m) {
+      for (int64_t d = 0; d < p.D; ++d) qt[d * kBQ + i] = 0.0f;
+      continue;
+    }
+    const int64_t qofs = b * p.q_strides[0] + hq * p.q_strides[1] + (i0 + i) * p.q_strides[2];
+    if (p.dtype == DType::F32) {
+      const float* src = static_cast<const float*>(p.q) + qofs;
+      for (int64_t d = 0; d < p.D; ++d) qt[d * kBQ + i] = p.scale * src[d];
+      continue;
+    }
+    for (int64_t d0 = 0; d0 < p.D; d0 += kBQ) {
+      const int64_t nd = std::min<int64_t>(kBQ, p.D - d0);
+      load_row(p.q, p.dtype, qofs + d0, nd, row);
+      for (int64_t d = 0; d < nd; ++d) qt[(d0 + d) * kBQ + i] = p.scale * row[d];
+    }
+  }
+  for (int i = 0; i < kBQ; ++i) w.m[i] = kNegInf, w.l[i] = 0.0f, w.cnt[i] = 0.0f;
+  std::fill(w.o.get(), w.o.get() + int64_t{t.rows} * w.dvp, 0.0f);
+
+  // Keys any row of the tile can keep under causal / sliding_window: [lo, hi).
+  const bool causal = p.masks.has(MaskKind::Causal);
+  const bool sliding = p.masks.has(MaskKind::SlidingWindow);
+  i128 lo = 0, hi = p.Nk;
+  if (causal) hi = std::min(hi, t.pq_hi + 1);
+  if (sliding) lo = std::max(lo, t.pq_lo - p.window + 1), hi = std::min(hi, t.pq_hi + p.window);
+  // Does every (row, key) pair of [a, a+n) pass the positional masks?
+  auto inside = [&](int64_t a, int n) {
+    const i128 last = i128(a) + n - 1;
+    if (causal && last > t.pq_lo) return false;
+    if (sliding && (t.pq_hi - a >= p.window || last - t.pq_lo >= p.window)) return false;
+    return true;
+  };
+
+  if (lo < hi) {
+    const int64_t klo = static_cast<int64_t>(lo), khi = static_cast<int64_t>(hi);
+    if (p.masks.has(MaskKind::BlockSparse)) {
+      const BlockMask& bm = *p.block_mask;
+      const auto cols = bm.kv_blocks(b, hq, qb);
+      const auto full = bm.full_flags(b, hq, qb);
+      for (size_t e = 0; e < cols.size(); ++e) {
+        const int64_t k0 = int64_t{cols[e]} * bm.block_k();
+        ChunkMask cm;
+        cm.bits = full[e] ? nullptr : bm.cell_bits(b, hq, qb, e);
+        cm.bits_q0 = qb * bm.block_q(), cm.bits_k0 = k0, cm.block_k = bm.block_k();
+        for_each_chunk(std::max(k0, klo), std::min({k0 + bm.block_k(), p.Nk, khi}), p.block_k,
+                       [&](int64_t a, int n) {
+                         cm.check = cm.bits != nullptr || !inside(a, n);
+                         chunk(p, w, t, a, n, cm);
+                       });
+      }
+    } else {
+      for_each_chunk(klo, khi, p.block_k, [&](int64_t a, int n) {
+        ChunkMask cm;
+        cm.check = !inside(a, n);
+        chunk(p, w, t, a, n, cm);
+      });
+    }
+  }
+
+  // Normalize and store: O = acc / l (softmax) or acc / L (relu); rows with nothing kept get 0.
+  const int64_t oofs = b * p.out_strides[0] + hq * p.out_strides[1];
+  for (int i = 0; i < m; ++i) {
+    // relu_attention's LSE is log L_i, the log of its normalizer (what the reference reports).
+    const float denom = kNorm == NormKind::ReluAttention ? w.cnt[i] : w.l[i];
+    float* oi = w.o.get() + i * w.dvp;
+    const float inv = 1.0f / denom;
+    const int64_t dst = oofs + (i0 + i) * p.out_strides[2];
+    float* out = p.dtype == DType::F32 ? static_cast<float*>(p.out) + dst : oi;  // fp32: in place
+    for (int64_t x = 0; x < p.Dv; ++x) out[x] = denom == 0.0f ? 0.0f : oi[x] * inv;
+    if (p.dtype != DType::F32) store_row(p.out, p.dtype, dst, p.Dv, oi);
+    if (p.lse) {
+      const float shift = kNorm == NormKind::ReluAttention || w.m[i] == kNegInf ? 0.0f : w.m[i];
+      p.lse[b * p.lse_strides[0] + hq * p.lse_strides[1] + (i0 + i) * p.lse_strides[2]] =
+          denom == 0.0f ? kNegInf : shift + std::log(denom);
+    }
+  }
+}
+
+template <NormKind kNorm, unsigned kMods, bool kMasked>
+void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
+  const int64_t heads = p.B * p.Hq;
+  if (heads == 0 || p.Nq == 0) return;
+  // Query tiles per (b, hq): for block_sparse, each BlockMask query block cut into pieces.
+  const bool sparse = p.masks.has(MaskKind::BlockSparse);
+  const int64_t bq = sparse ? p.block_mask->block_q() : p.Nq;
+  const int64_t per_block = (bq + p.block_q - 1) / p.block_q;
+  const int64_t ntiles =
+      sparse ? p.block_mask->num_q_blocks() * per_block : (p.Nq + p.block_q - 1) / p.block_q;
+  const int64_t items = heads * ntiles;
+  // Scratch for every thread, allocated up front so a failure throws here, not inside the team.
+  const int threads = static_cast<int>(std::clamp<int64_t>(omp_get_max_threads(), 1, items));
+  std::vector<std::unique_ptr<Workspace>> scratch;
+  for (int i = 0; i < threads; ++i) scratch.push_back(std::make_unique<Workspace>(p));
+#pragma omp parallel num_threads(threads)
+  {
+    Workspace& w = *scratch[static_cast<size_t>(omp_get_thread_num())];
+    // Latest query tiles first: under causal masks they see the most keys, and handing out the
+    // big items first balances the dynamic schedule.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t t = ntiles - 1 - it / heads;
+      const int64_t b = (it % heads) / p.Hq, hq = (it % heads) % p.Hq;
+      const int64_t qb = sparse ? t / per_block : 0;
+      const int64_t i0 = sparse ? qb * bq + (t % per_block) * p.block_q : t * p.block_q;
+      const int64_t i1 = std::min({i0 + p.block_q, sparse ? (qb + 1) * bq : p.Nq, p.Nq});
+      if (i1 > i0) tile(p, w, b, hq, i0, static_cast<int>(i1 - i0), qb);
+    }
+  }
+}
+
+// ---- The specialization table ---------------------------------------------------------------
+
+// Chains of distinct modifiers are base-4 codes with nonzero, distinct digits (ModifierChain::code).
+constexpr bool valid_chain(unsigned code) {
+  unsigned seen = 0;
+  for (; code != 0; code /= 4) {
+    const unsigned d = code % 4;
+    if (d == 0 || (seen >> d) & 1u) return false;
+    seen |= 1u << d;
+  }
+  return true;
+}
+
+constexpr unsigned kCodes = 64;  // 4^ModifierChain::kMax
+
+template <NormKind kNorm, bool kMasked, unsigned kCode>
+constexpr KernelFn entry() {
+  if constexpr (valid_chain(kCode))
+    return &Kernel<kNorm, kCode, kMasked>::run;
+  else
+    return nullptr;
+}
+
+template <NormKind kNorm, bool kMasked, unsigned... kCode>
+constexpr std::array<KernelFn, kCodes> table(std::integer_sequence<unsigned, kCode...>) {
+  return {entry<kNorm, kMasked, kCode>()...};
+}
+
+constexpr auto kSeq = std::make_integer_sequence<unsigned, kCodes>{};
+constexpr std::array<KernelFn, kCodes> kTables[2][2] = {
+    {table<NormKind::Softmax, false>(kSeq), table<NormKind::Softmax, true>(kSeq)},
+    {table<NormKind::ReluAttention, false>(kSeq), table<NormKind::ReluAttention, true>(kSeq)}};
+
+}  // namespace
+
+KernelFn select_kernel(NormKind norm, const ModifierChain& modifiers, bool masked) {
+  const unsigned code = modifiers.code();
+  if (code >= kCodes) return nullptr;
+  return kTables[norm == NormKind::ReluAttention ? 1 : 0][masked ? 1 : 0][code];
+}
+
+}  // namespace attnfuse::cpu

@@ -1,0 +1,64 @@
+// attnfuse::run_cpu: validates the call, resolves it into KernelParams and dispatches to the
+// fused kernel's compile-time specialization for the spec's roles.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/error.hpp"
+#include "cpu/fused_kernel.hpp"
+#include "reference/reference.hpp"
+
+namespace attnfuse {
+namespace {
+
+std::array<int64_t, 3> bhs(const TensorView& t) { return {t.strides[0], t.strides[1], t.strides[2]}; }
+
+}  // namespace
+
+void run_cpu(const KernelSpec& spec, const AttentionArgs& args) {
+  validate(spec, args);
+  cpu::KernelParams p;
+  p.q = args.q.data, p.k = args.k.data, p.v = args.v.data, p.out = args.out.data;
+  p.dtype = args.q.dtype;
+  // The tile pass's shape, within what the kernel's layout holds (a hand-built spec may say 0).
+  p.block_q = std::clamp(spec.tile.block_q > 0 ? spec.tile.block_q : cpu::kMaxBlockQ, 1, cpu::kMaxBlockQ);
+  p.block_k = std::clamp(spec.tile.block_k > 0 ? spec.tile.block_k : 64, 1, cpu::kMaxBlockK);
+  p.B = args.q.shape[0], p.Hq = args.q.shape[1], p.Nq = args.q.shape[2], p.D = args.q.shape[3];
+  p.Hkv = args.k.shape[1], p.Nk = args.k.shape[2], p.Dv = args.v.shape[3];
+  p.q_strides = bhs(args.q), p.k_strides = bhs(args.k), p.v_strides = bhs(args.v);
+  p.out_strides = bhs(args.out);
+  if (args.lse) {
+    p.lse = args.lse->data;
+    p.lse_strides = args.lse->strides;
+  }
+  // As in the reference: D = 0 has no 1/sqrt(D), and an empty contraction should give 0, not NaN.
+  p.scale = static_cast<float>(spec.scalars.scale ? *spec.scalars.scale
+                                                  : (p.D > 0 ? 1.0 / std::sqrt(double(p.D)) : 1.0));
+  p.q_offset = args.resolved_q_offset();
+  p.masks = spec.masks;
+  p.window = spec.scalars.window;
+  p.block_mask = args.block_mask;
+  std::vector<float> slopes;
+  if (spec.modifiers.has(ModifierKind::Alibi)) {
+    slopes.resize(static_cast<size_t>(p.Hq));
+    for (int64_t h = 0; h < p.Hq; ++h)
+      slopes[static_cast<size_t>(h)] = static_cast<float>(reference::alibi_slope(spec.scalars, h, p.Hq));
+    p.alibi_slopes = slopes.data();
+  }
+  p.softcap = static_cast<float>(spec.scalars.softcap);
+  if (spec.needs_bias()) {
+    const TensorView& bias = *args.bias;
+    p.bias = bias.data;
+    p.bias_dtype = bias.dtype;
+    // Broadcast axes (size 1) read row 0 for every batch / head.
+    p.bias_strides = {bias.shape[0] == 1 ? 0 : bias.strides[0], bias.shape[1] == 1 ? 0 : bias.strides[1],
+                      bias.strides[2]};
+  }
+  const cpu::KernelFn kernel = cpu::select_kernel(spec.norm, spec.modifiers, !spec.masks.empty());
+  if (!kernel)
+    throw Error(ErrorCode::Internal, "no CPU kernel specialization for this modifier chain");
+  kernel(p);
+}
+
+}  // namespace attnfuse

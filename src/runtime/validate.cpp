@@ -1,0 +1,147 @@
+// attnfuse::validate: checks one call's tensors against the spec before any kernel runs, so every
+// user mistake becomes one typed Error with one actionable message and no output is touched.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/error.hpp"
+
+namespace attnfuse {
+namespace {
+
+[[noreturn]] void fail(ErrorCode code, const std::string& msg) { throw Error(code, msg); }
+
+std::string dims(const std::array<int64_t, 4>& s) {
+  return fmt::format("[{}, {}, {}, {}]", s[0], s[1], s[2], s[3]);
+}
+
+// Non-negative sizes, a contiguous last axis and data behind a non-empty view.
+void check_view(const TensorView& t, const char* name) {
+  for (int64_t s : t.shape)
+    if (s < 0) fail(ErrorCode::Shape, fmt::format("{} has a negative dimension: {}", name, dims(t.shape)));
+  if (t.shape[3] > 1 && t.strides[3] != 1)
+    fail(ErrorCode::Shape,
+         fmt::format("{}'s last dimension must be contiguous (stride 1) but has stride {}; make "
+                     "it contiguous first",
+                     name, t.strides[3]));
+  if (t.numel() > 0 && t.data == nullptr)
+    fail(ErrorCode::MissingTensor,
+         fmt::format("{} {} has {} elements but no data pointer", name, dims(t.shape), t.numel()));
+}
+
+void check_dtypes(const KernelSpec& spec, const AttentionArgs& a) {
+  const DType t = a.q.dtype;
+  const std::pair<const TensorView*, const char*> others[] = {{&a.k, "K"}, {&a.v, "V"}, {&a.out, "out"}};
+  for (const auto& [view, name] : others)
+    if (view->dtype != t)
+      fail(ErrorCode::DType, fmt::format("{} is {} but Q is {}: Q, K, V and out must share one dtype",
+                                         name, dtype_name(view->dtype), dtype_name(t)));
+  // The CPU kernel takes any input dtype at run time; a CUDA kernel is compiled for one.
+  if (spec.target == Target::Cuda && spec.dtype != t)
+    fail(ErrorCode::DType, fmt::format("the kernel was compiled for {} but the tensors are {}; "
+                                       "compile the program for {}",
+                                       dtype_name(spec.dtype), dtype_name(t), dtype_name(t)));
+}
+
+void check_shapes(const KernelSpec& spec, const AttentionArgs& a) {
+  const auto &q = a.q.shape, &k = a.k.shape, &v = a.v.shape;
+  const int64_t B = q[0], Hq = q[1], Nq = q[2], D = q[3], Hkv = k[1], Nk = k[2], Dv = v[3];
+  if (k[0] != B || k[3] != D)
+    fail(ErrorCode::Shape, fmt::format("K {} does not fit Q {}: K must be [B, Hkv, Nk, D] with Q's "
+                                       "batch and head dim",
+                                       dims(k), dims(q)));
+  if (v[0] != B || v[1] != Hkv || v[2] != Nk)
+    fail(ErrorCode::Shape, fmt::format("V {} does not fit K {}: V must be [B, Hkv, Nk, Dv] with K's "
+                                       "batch, heads and length",
+                                       dims(v), dims(k)));
+  if (Hq > 0 && (Hkv == 0 || Hq % Hkv != 0))
+    fail(ErrorCode::Shape,
+         fmt::format("query heads (Hq={}) must be a multiple of key/value heads (Hkv={})", Hq, Hkv));
+  const std::array<int64_t, 4> want{B, Hq, Nq, Dv};
+  if (a.out.shape != want)
+    fail(ErrorCode::Shape, fmt::format("out {} must be [B, Hq, Nq, Dv] = {}", dims(a.out.shape), dims(want)));
+  if (spec.head_dim != 0 && spec.head_dim != D)
+    fail(ErrorCode::Shape, fmt::format("the kernel was compiled for head dim {} but Q has head dim {}",
+                                       spec.head_dim, D));
+  if (a.lse) {
+    const auto& s = a.lse->shape;
+    if (s[0] != B || s[1] != Hq || s[2] != Nq)
+      fail(ErrorCode::Shape, fmt::format("lse [{}, {}, {}] must be [B, Hq, Nq] = [{}, {}, {}]", s[0],
+                                         s[1], s[2], B, Hq, Nq));
+    if (B * Hq * Nq > 0 && a.lse->data == nullptr)
+      fail(ErrorCode::MissingTensor, "lse was given without a data pointer");
+  }
+}
+
+void check_bias(const KernelSpec& spec, const AttentionArgs& a) {
+  if (!spec.needs_bias()) {
+    if (a.bias)
+      fail(ErrorCode::Unsupported, "a bias tensor was given but the program has no additive_bias; "
+                                   "add additive_bias to the program or drop the bias");
+    return;
+  }
+  if (!a.bias) fail(ErrorCode::MissingTensor, "the program uses additive_bias but no bias tensor was given");
+  const TensorView& bias = *a.bias;
+  check_view(bias, "bias");
+  const int64_t B = a.q.shape[0], Hq = a.q.shape[1], Nq = a.q.shape[2], Nk = a.k.shape[2];
+  const auto& s = bias.shape;
+  if ((s[0] != 1 && s[0] != B) || (s[1] != 1 && s[1] != Hq) || s[2] != Nq || s[3] != Nk)
+    fail(ErrorCode::Shape, fmt::format("bias {} must be [1|B, 1|Hq, Nq, Nk] = [1|{}, 1|{}, {}, {}]",
+                                       dims(s), B, Hq, Nq, Nk));
+  if (bias.dtype != DType::F32 && bias.dtype != a.q.dtype)
+    fail(ErrorCode::DType, fmt::format("bias is {} but must be fp32 or the inputs' dtype ({})",
+                                       dtype_name(bias.dtype), dtype_name(a.q.dtype)));
+}
+
+void check_block_mask(const KernelSpec& spec, const AttentionArgs& a) {
+  const BlockMask* m = a.block_mask;
+  if (!spec.needs_block_mask()) {
+    if (m)
+      fail(ErrorCode::Unsupported, "a BlockMask was given but the program has no block_sparse; add "
+                                   "block_sparse to the program or drop the mask");
+    return;
+  }
+  if (!m) fail(ErrorCode::MissingTensor, "the program uses block_sparse but no BlockMask was given");
+  const int64_t B = a.q.shape[0], Hq = a.q.shape[1], Nq = a.q.shape[2], Nk = a.k.shape[2];
+  if (m->q_len() != Nq || m->kv_len() != Nk)
+    fail(ErrorCode::Shape, fmt::format("the BlockMask was built for lengths (q {}, kv {}) but the call "
+                                       "has (q {}, kv {}); rebuild it for these lengths",
+                                       m->q_len(), m->kv_len(), Nq, Nk));
+  if ((m->batch() != 1 && m->batch() != B) || (m->heads() != 1 && m->heads() != Hq))
+    fail(ErrorCode::Shape, fmt::format("the BlockMask has batch {} and heads {}; each must be 1 or the "
+                                       "call's (batch {}, query heads {})",
+                                       m->batch(), m->heads(), B, Hq));
+}
+
+void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
+  const ScalarArgs& s = spec.scalars;
+  if (spec.modifiers.has(ModifierKind::Alibi) && s.alibi == AlibiSlopes::Custom) {
+    const auto n = static_cast<int64_t>(s.alibi_slopes.size());
+    if (n != 1 && n != a.q.shape[1])
+      fail(ErrorCode::Shape, fmt::format("alibi has {} custom slopes but the call has {} query heads",
+                                         n, a.q.shape[1]));
+  }
+  if (spec.modifiers.has(ModifierKind::Softcap) && !(s.softcap > 0.0))
+    fail(ErrorCode::Verify, fmt::format("softcap must be positive (got {})", s.softcap));
+}
+
+}  // namespace
+
+void validate(const KernelSpec& spec, const AttentionArgs& args) {
+  if (spec.score != ScoreKind::ScaledDot)
+    fail(ErrorCode::Unsupported,
+         fmt::format("{} is not supported yet: rope kernels arrive with the RoPE issue",
+                     score_kind_name(spec.score)));
+  check_view(args.q, "Q");
+  check_view(args.k, "K");
+  check_view(args.v, "V");
+  check_view(args.out, "out");
+  check_dtypes(spec, args);
+  check_shapes(spec, args);
+  check_bias(spec, args);
+  check_block_mask(spec, args);
+  check_scalars(spec, args);
+}
+
+}  // namespace attnfuse
