@@ -4,9 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTNFUSE_NATIVE=OFF >/dev/null
-cmake --build build-dev --target test_gpu attnfuse_c dispatch_bench -j"$(nproc)"
+cmake --build build-dev --target test_gpu attnfuse_c dispatch_bench attnfuse_cli -j"$(nproc)"
 rm -rf .devcarry && mkdir -p .devcarry/lib
-cp build-dev/bin/test_gpu build-dev/bin/dispatch_bench .devcarry/
+cp build-dev/bin/test_gpu build-dev/bin/dispatch_bench build-dev/bin/attnfuse .devcarry/
 cp build-dev/lib/libattnfuse_c.so .devcarry/lib/
 for l in libfmt.so.9 libgomp.so.1 libcrypto.so.3; do cp -L "/usr/lib/x86_64-linux-gnu/$l" .devcarry/lib/; done
 du -sh .devcarry

@@ -20,5 +20,15 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
       > "$OUT/sanitizer_$tool.log" 2>&1; echo "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | head -2 | tr '\n' ' ')"
   done
 fi
+echo "== CLI on the GPU (the make demo job, and --check on a few programs)"
+{
+  prog='softmax(causal(scaled_dot_product(Q, K))) @ V'
+  .devcarry/attnfuse run "$prog" --shape 1,32,8,1024,1024,128 --dtype bf16 --device auto --check
+  .devcarry/attnfuse bench "$prog" --shape 1,32,8,1024,1024,128 --dtype bf16 --device auto
+  .devcarry/attnfuse run 'softmax(softcap(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 100)), 20)) @ V' \
+    --shape 2,8,2,333,333,64 --dtype fp16 --device cuda --check
+  .devcarry/attnfuse run 'relu_attention(additive_bias(scaled_dot_product(Q, K))) @ V' --shape 1,4,4,200,250,96 \
+    --dtype bf16 --device cuda --check
+} > "$OUT/cli_gpu.log" 2>&1; echo "cli exit $?"; grep -E 'PASS|FAIL|fused|error' "$OUT/cli_gpu.log"
 echo "== dispatch"; .devcarry/dispatch_bench 2>/dev/null | tee "$OUT/dispatch.log" | tail -4
 echo "== peers ($suite)"; python3 bench/gpu_peers.py --lib .devcarry/lib/libattnfuse_c.so --suite "$suite" --out "$OUT/peers.json" 2>&1 | tee "$OUT/peers.log" | grep -v Warning

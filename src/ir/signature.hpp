@@ -8,7 +8,7 @@
 
 namespace attnfuse::ir {
 
-// Lower-case hex SHA-256 of `data` (OpenSSL EVP).
+// Lower-case hex SHA-256 of `data` (the project's one hashing routine, common/sha256.hpp).
 std::string sha256_hex(std::string_view data);
 
 // sha256_hex(print(graph)): equal for programs that differ only in spelling.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <string>
@@ -78,6 +80,8 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
                            results[i].registers, results[i + 1].registers, v.program);
   }
   std::cout << table;
+  // ATTNFUSE_REGISTER_TABLE=path keeps the table (bench/results/ holds the committed one).
+  if (const char* path = std::getenv("ATTNFUSE_REGISTER_TABLE")) std::ofstream(path) << table;
 }
 
 TEST(NvrtcCompile, PtxForOtherArchitectures) {

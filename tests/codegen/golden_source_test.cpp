@@ -1,0 +1,80 @@
+// Golden generated CUDA source: the emitter's output for a few programs is compared with the
+// committed files in tests/codegen/golden/ (ATTNFUSE_UPDATE_GOLDEN=1 rewrites them). The
+// generated part is only the Spec struct and the hook body; the kernel is the .cuh template.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "attnfuse/error.hpp"
+#include "attnfuse/program.hpp"
+#include "codegen/cuda/emit.hpp"
+
+namespace attnfuse {
+namespace {
+
+struct Golden {
+  const char* name;
+  const char* program;
+  DType dtype;
+  int head_dim;
+};
+
+const Golden kGolden[] = {
+    {"causal_bf16_d128", "softmax(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 128},
+    {"window_alibi_fp16_d64", "softmax(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 1024))) @ V",
+     DType::F16, 64},
+    {"bias_softcap_bf16_d96", "softmax(softcap(additive_bias(scaled_dot_product(Q, K)), 30)) @ V", DType::BF16, 96},
+    {"relu_bf16_d256", "relu_attention(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 256},
+};
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(GoldenSource, EmitterOutputMatchesCommittedFiles) {
+  const bool update = std::getenv("ATTNFUSE_UPDATE_GOLDEN") != nullptr;
+  for (const Golden& g : kGolden) {
+    SCOPED_TRACE(g.name);
+    const KernelSpec spec = Program::parse(g.program).compile({Target::Cuda, g.dtype, g.head_dim});
+    const std::string got = std::string("// program: ") + g.program + "\n" + codegen::cuda::emit_forward(spec);
+    const std::string path = std::string(ATTNFUSE_SOURCE_DIR) + "/tests/codegen/golden/" + g.name + ".cu";
+    if (update) std::ofstream(path) << got;
+    EXPECT_EQ(read(path), got) << "golden file " << path
+                               << " differs (rerun with ATTNFUSE_UPDATE_GOLDEN=1 if the change is intended)";
+  }
+}
+
+TEST(GoldenSource, EmittedUnitIncludesTheTemplateAndNoKernelBody) {
+  const KernelSpec spec = Program::parse("softmax(causal(scaled_dot_product(Q, K))) @ V")
+                              .compile({Target::Cuda, DType::BF16, 128});
+  const std::string src = codegen::cuda::emit_forward(spec);
+  EXPECT_NE(src.find("#include \"attention_fwd.cuh\""), std::string::npos);
+  EXPECT_NE(src.find("FwdKernel<attnfuse_kernels::Spec>::run"), std::string::npos);
+  EXPECT_EQ(src.find("mma.sync"), std::string::npos) << "the kernel body belongs in the .cuh template";
+  EXPECT_EQ(src.find("ldmatrix"), std::string::npos);
+}
+
+TEST(GoldenSource, UnsupportedSpecsAreRejectedClearly) {
+  auto expect_unsupported = [](const char* program, DType dtype, int d, const char* phrase) {
+    try {
+      const KernelSpec spec = Program::parse(program).compile({Target::Cuda, dtype, d});
+      codegen::cuda::emit_forward(spec);
+      ADD_FAILURE() << program << ": expected Unsupported";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.code() == ErrorCode::Unsupported || e.code() == ErrorCode::Shape) << e.what();
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  expect_unsupported("softmax(causal(scaled_dot_product(Q, K))) @ V", DType::F32, 128, "bf16");
+  expect_unsupported("softmax(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 80, "head dim");
+  expect_unsupported("softmax(block_sparse(scaled_dot_product(Q, K))) @ V", DType::BF16, 128, "block_sparse");
+}
+
+}  // namespace
+}  // namespace attnfuse
