@@ -10,7 +10,7 @@ struct Spec {
   static constexpr int kHeadDim = 64;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 64;
-  static constexpr int kWarps = 8;
+  static constexpr int kWarps = 4;
   static constexpr bool kCausal = true;
   static constexpr bool kSlidingWindow = true;
   static constexpr bool kAlibi = true;
@@ -27,7 +27,7 @@ struct Spec {
 
 }  // namespace attnfuse_kernels
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(128, 1)
 attnfuse_fwd(const __grid_constant__ attnfuse_kernels::FwdParams p) {
   extern __shared__ __align__(16) char smem[];
   attnfuse_kernels::FwdKernel<attnfuse_kernels::Spec>::run(p, smem);
