@@ -42,16 +42,23 @@ struct Workspace {
         qt(alloc_floats(p.D * kBQ)),
         st(alloc_floats(int64_t{kBK} * kBQ)),
         o(alloc_floats(kBQ * dvp)),
-        kbuf(p.dtype == DType::F32 ? nullptr : alloc_floats(kBK * p.D)),
+        kbuf(p.dtype == DType::F32 && !p.rope ? nullptr : alloc_floats(kBK * p.D)),
         vbuf(p.dtype == DType::F32 && p.Dv == dvp ? nullptr : alloc_floats(kBK * dvp)) {
     if (vbuf) std::fill(vbuf.get(), vbuf.get() + kBK * dvp, 0.0f);  // the Dv..dvp tail stays 0
+    if (p.rope) {
+      rc.resize(static_cast<size_t>(p.rope->half));
+      rs.resize(static_cast<size_t>(p.rope->half));
+    }
   }
   int64_t dvp;  // Dv rounded up to whole vectors
   Buffer qt;    // [D][kBQ]   scaled Q of the tile, transposed; padding columns are 0
   Buffer st;    // [kBK][kBQ] S^T, then P^T, of one key chunk
   Buffer o;     // [kBQ][dvp] unnormalized output rows
-  Buffer kbuf;  // [kBK][D]   fp32 copy of a 16-bit K chunk
+  Buffer kbuf;  // [kBK][D]   fp32 copy of a K chunk (16-bit, or rotated for RoPE)
   Buffer vbuf;  // [kBK][dvp] fp32 copy of a V chunk (16-bit, or Dv not whole vectors)
+  // RoPE: angles of one position; rope_window: the chunk's kept dims and boundary pairs.
+  std::vector<float> rc, rs;
+  WindowSplit split;
   const float* krow[kBK];
   const float* vrow[kBK];
   alignas(64) float m[kBQ];      // running max (raw: -inf while nothing kept)
@@ -186,14 +193,25 @@ struct Kernel {
   static void chunk(const KernelParams& p, Workspace& w, const Tile& t, int64_t a, int n,
                     const ChunkMask& cm) {
     float* st = w.st.get();
-    // K and V rows: in place for fp32 (any strides), else converted once per chunk.
+    // K and V rows: in place for fp32 (any strides), else converted once per chunk; RoPE
+    // copies K always and rotates it on load.
     const int64_t kofs = t.b * p.k_strides[0] + t.hkv * p.k_strides[1];
     const int64_t vofs = t.b * p.v_strides[0] + t.hkv * p.v_strides[1];
+    // rope_window: which pairs this chunk reads at all; the others are not rotated.
+    const bool windowed = p.rope && p.rope->windowed();
+    const int64_t delta0 = static_cast<int64_t>(t.pq_lo - a);  // Δ of (row 0, key a)
+    if (windowed) split_window(*p.rope, p.D, delta0 - (n - 1), delta0 + (t.m - 1), w.split);
+    const bool pruned = windowed && !w.split.all;
+    const int first_pair = pruned ? w.split.first_pair : 0;
     for (int j = 0; j < n; ++j) {
       const int64_t kj = kofs + (a + j) * p.k_strides[2];
       if (w.kbuf) {
-        load_row(p.k, p.dtype, kj, p.D, w.kbuf.get() + j * p.D);
-        w.krow[j] = w.kbuf.get() + j * p.D;
+        float* kr = w.kbuf.get() + j * p.D;
+        // Copied whole (a bulk copy of the row beats a fused read-rotate-write, measured), then
+        // rotated in place: only the pairs some cell of the chunk reads.
+        load_row(p.k, p.dtype, kj, p.D, kr);
+        if (p.rope) p.rope->rotate_row(p.rope->keys, a + j, kr, first_pair);
+        w.krow[j] = kr;
       } else {
         w.krow[j] = static_cast<const float*>(p.k) + kj;
       }
@@ -206,7 +224,10 @@ struct Kernel {
       }
     }
 
-    qk(t.qv, w.krow, n, w.qt.get(), p.D, st);
+    if (pruned)
+      windowed_scores(*p.rope, w.split, w.qt.get(), w.kbuf.get(), p.D, n, delta0, t.qv, t.mpad, w.krow, st);
+    else
+      qk(t.qv, w.krow, n, w.qt.get(), p.D, st);
     modify<kMods>(p, t, a, n, st);
     [[maybe_unused]] bool checked = false;
     if constexpr (kMasked) {
@@ -286,6 +307,13 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
       const int64_t nd = std::min<int64_t>(kBQ, p.D - d0);
       load_row(p.q, p.dtype, qofs + d0, nd, row);
       for (int64_t d = 0; d < nd; ++d) qt[(d0 + d) * kBQ + i] = p.scale * row[d];
+    }
+  }
+  // RoPE: each row rotated at its position pq(i) = i0 + i + q_offset (scale commutes with it).
+  if (p.rope) {
+    for (int i = 0; i < m; ++i) {
+      p.rope->angles(p.rope->queries, static_cast<int64_t>(t.pq_lo) + i, w.rc.data(), w.rs.data());
+      p.rope->rotate(w.rc.data(), w.rs.data(), qt + i, kBQ);
     }
   }
   for (int i = 0; i < kBQ; ++i) w.m[i] = kNegInf, w.l[i] = 0.0f, w.cnt[i] = 0.0f;

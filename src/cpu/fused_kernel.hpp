@@ -16,6 +16,7 @@
 #include "attnfuse/kernel_spec.hpp"
 #include "attnfuse/tensor.hpp"
 #include "common/dtype.hpp"
+#include "cpu/rope_plan.hpp"
 
 namespace attnfuse::cpu {
 
@@ -59,6 +60,9 @@ struct KernelParams {
   const void* bias = nullptr;           // additive_bias; broadcast axes have stride 0
   DType bias_dtype = DType::F32;
   std::array<int64_t, 3> bias_strides{};
+  // rope / rope_window: Q rotated once per query tile, K per chunk on load (so K is always
+  // copied, fp32 too); null for scaled_dot_product.
+  const RopePlan* rope = nullptr;
 };
 
 // One compile-time specialization of the kernel. Never called with an unvalidated call.
@@ -198,14 +202,15 @@ inline void pin(Vec& v) {
 
 // S^T[j][0 .. 16*QV) = sum_d K[j][d] * Q^T[d][..] for R keys: an outer product over d, with K
 // read in place (broadcast per key) and Q pre-transposed once per query tile.
-template <int R, int QV>
+// kAcc adds to S^T instead (rope_window runs the product over several ranges of kept dims).
+template <int R, int QV, bool kAcc = false>
 inline void qk_micro(const float* const* krow, const float* __restrict qt, int64_t D,
                      float* __restrict st) {
   Vec acc[R][QV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int c = 0; c < QV; ++c) acc[r][c] = Vec{};
+    for (int c = 0; c < QV; ++c) acc[r][c] = kAcc ? load_a(st + r * kStride + c * kLanes) : Vec{};
   const float* kr[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) kr[r] = krow[r];
@@ -232,24 +237,25 @@ inline void qk_micro(const float* const* krow, const float* __restrict qt, int64
 
 constexpr int kQkRows = 4;  // keys per QK micro-kernel call (4 x 4 vectors = 16 accumulators)
 
-template <int QV>
+template <int QV, bool kAcc = false>
 void qk_tile(const float* const* krow, int n, const float* qt, int64_t D, float* st) {
   int j = 0;
-  for (; j + kQkRows <= n; j += kQkRows) qk_micro<kQkRows, QV>(krow + j, qt, D, st + j * kStride);
+  for (; j + kQkRows <= n; j += kQkRows) qk_micro<kQkRows, QV, kAcc>(krow + j, qt, D, st + j * kStride);
   switch (n - j) {
-    case 3: qk_micro<3, QV>(krow + j, qt, D, st + j * kStride); break;
-    case 2: qk_micro<2, QV>(krow + j, qt, D, st + j * kStride); break;
-    case 1: qk_micro<1, QV>(krow + j, qt, D, st + j * kStride); break;
+    case 3: qk_micro<3, QV, kAcc>(krow + j, qt, D, st + j * kStride); break;
+    case 2: qk_micro<2, QV, kAcc>(krow + j, qt, D, st + j * kStride); break;
+    case 1: qk_micro<1, QV, kAcc>(krow + j, qt, D, st + j * kStride); break;
     default: break;
   }
 }
 
+template <bool kAcc = false>
 inline void qk(int qv, const float* const* krow, int n, const float* qt, int64_t D, float* st) {
   switch (qv) {
-    case 1: qk_tile<1>(krow, n, qt, D, st); break;
-    case 2: qk_tile<2>(krow, n, qt, D, st); break;
-    case 3: qk_tile<3>(krow, n, qt, D, st); break;
-    default: qk_tile<4>(krow, n, qt, D, st); break;
+    case 1: qk_tile<1, kAcc>(krow, n, qt, D, st); break;
+    case 2: qk_tile<2, kAcc>(krow, n, qt, D, st); break;
+    case 3: qk_tile<3, kAcc>(krow, n, qt, D, st); break;
+    default: qk_tile<4, kAcc>(krow, n, qt, D, st); break;
   }
 }
 

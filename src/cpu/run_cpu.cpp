@@ -55,6 +55,14 @@ void run_cpu(const KernelSpec& spec, const AttentionArgs& args) {
     p.bias_strides = {bias.shape[0] == 1 ? 0 : bias.strides[0], bias.shape[1] == 1 ? 0 : bias.strides[1],
                       bias.strides[2]};
   }
+  // RoPE: frequencies once per call at the reference's sequence length (dynamic and longrope
+  // read it), so the kernel rotates and prunes exactly as the reference does.
+  cpu::RopePlan rope;
+  if (spec.score != ScoreKind::ScaledDot) {
+    rope = cpu::make_rope_plan(spec.scalars.rope, p.D, reference::rope_seq_len(args),
+                               spec.score == ScoreKind::RopeWindow, p.Nk, p.q_offset, p.Nq);
+    p.rope = &rope;
+  }
   const cpu::KernelFn kernel = cpu::select_kernel(spec.norm, spec.modifiers, !spec.masks.empty());
   if (!kernel)
     throw Error(ErrorCode::Internal, "no CPU kernel specialization for this modifier chain");

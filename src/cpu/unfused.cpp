@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <utility>
 #include <exception>
 #include <limits>
@@ -126,17 +127,29 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
   const int64_t q_offset = args.resolved_q_offset();
   const int64_t dvp = (d.Dv + simd::kLanes - 1) / simd::kLanes * simd::kLanes;
   const int64_t ntiles = (d.Nq + kTq - 1) / kTq;
+  // RoPE as in the fused kernel: Q rotated per tile, K once per head.
+  std::optional<RopePlan> rope_plan;
+  if (spec.score != ScoreKind::ScaledDot)
+    rope_plan = make_rope_plan(spec.scalars.rope, d.D, reference::rope_seq_len(args),
+                               spec.score == ScoreKind::RopeWindow, d.Nk, q_offset, d.Nq);
+  const RopePlan* rope = rope_plan ? &*rope_plan : nullptr;
   for_each_head(d, [&](int64_t b, int64_t hq) {
     const int64_t hkv = hq / group;
-    // K rows in fp32 (in place when they already are) and V rows padded to whole vectors.
-    Floats kbuf = alloc(args.k.dtype == DType::F32 ? 0 : d.Nk * d.D), vbuf = alloc(d.Nk * dvp);
+    std::vector<float> rc(rope ? size_t(rope->half) : 0), rs(rc.size());
+    WindowSplit split;
+    std::vector<const float*> kscratch(64);
+    // K rows in fp32 (in place when they already are; rotated copies under RoPE) and V rows
+    // padded to whole vectors.
+    const bool copy_k = args.k.dtype != DType::F32 || rope;
+    Floats kbuf = alloc(copy_k ? d.Nk * d.D : 0), vbuf = alloc(d.Nk * dvp);
     std::vector<const float*> krow(static_cast<size_t>(d.Nk)), vrow(static_cast<size_t>(d.Nk));
     for (int64_t j = 0; j < d.Nk; ++j) {
-      if (args.k.dtype == DType::F32) {
+      if (!copy_k) {
         krow[size_t(j)] = static_cast<const float*>(args.k.data) + args.k.offset(b, hkv, j, 0);
       } else {
         for (int64_t x = 0; x < d.D; ++x)
           kbuf[j * d.D + x] = load_elem(args.k.data, args.k.dtype, args.k.offset(b, hkv, j, x));
+        if (rope) rope->rotate_row(rope->keys, j, kbuf.get() + j * d.D);
         krow[size_t(j)] = kbuf.get() + j * d.D;
       }
       for (int64_t x = 0; x < dvp; ++x)
@@ -164,6 +177,11 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
         for (int64_t x = 0; x < d.D; ++x)
           qt[x * kTq + i] =
               i < m ? scale * load_elem(args.q.data, args.q.dtype, args.q.offset(b, hq, i0 + i, x)) : 0.0f;
+      if (rope)
+        for (int i = 0; i < m; ++i) {
+          rope->angles(rope->queries, i0 + i + q_offset, rc.data(), rs.data());
+          rope->rotate(rc.data(), rs.data(), qt.get() + i, kTq);
+        }
       // Keys any row keeps (causal / sliding window): [lo, hi); masked cells inside get -inf.
       // keep_t[j][i]: the kept cells transposed like S^T, so the mask pass is vertical too.
       int64_t lo = d.Nk, hi = 0;
@@ -174,9 +192,19 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
           if (row[size_t(j)]) keep_t[size_t(j * kTq + i)] = 1, lo = std::min(lo, j), hi = std::max(hi, j + 1);
       }
       range[size_t(t)] = {lo, hi};
-      for (int64_t a = lo; a < hi; a += 64)
-        simd::qk(qv, krow.data() + a, static_cast<int>(std::min<int64_t>(64, hi - a)), qt.get(), d.D,
-                 P + a * kTq);
+      for (int64_t a = lo; a < hi; a += 64) {
+        const int n = static_cast<int>(std::min<int64_t>(64, hi - a));
+        if (rope && rope->windowed()) {  // rope_window: the fused kernel's pruned product
+          const int64_t delta0 = i0 + q_offset - a;
+          split_window(*rope, d.D, delta0 - (n - 1), delta0 + (m - 1), split);
+          if (!split.all) {
+            windowed_scores(*rope, split, qt.get(), kbuf.get() + a * d.D, d.D, n, delta0, qv,
+                            qv * simd::kLanes, kscratch.data(), P + a * kTq);
+            continue;
+          }
+        }
+        simd::qk(qv, krow.data() + a, n, qt.get(), d.D, P + a * kTq);
+      }
       for (int mi = 0; mi < spec.modifiers.size(); ++mi)
         for (int64_t j = lo; j < hi; ++j) {
           float* s = P + j * kTq;

@@ -2,10 +2,13 @@
 // user mistake becomes one typed Error with one actionable message and no output is touched.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <climits>
 #include <string>
 
 #include "attnfuse/attention.hpp"
 #include "attnfuse/error.hpp"
+#include "rope/frequencies.hpp"
 
 namespace attnfuse {
 namespace {
@@ -124,15 +127,22 @@ void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
   }
   if (spec.modifiers.has(ModifierKind::Softcap) && !(s.softcap > 0.0))
     fail(ErrorCode::Verify, fmt::format("softcap must be positive (got {})", s.softcap));
+  // rope / rope_window: the RoPE library checks every parameter it reads (an even rotary_dim
+  // <= D, base, scaling factors, longrope list sizes) and names the one at fault. A head dim of 0
+  // has nothing to rotate.
+  const int64_t D = a.q.shape[3];
+  if (spec.score != ScoreKind::ScaledDot && D > 0) {
+    rope::validate_rope_params(s.rope, static_cast<int>(std::min<int64_t>(D, INT32_MAX)));
+    if (spec.score == ScoreKind::RopeWindow && !(s.rope.window_k > 0.0))
+      fail(ErrorCode::Verify, fmt::format("rope_window's k must be positive (got {}): pair r keeps "
+                                          "the cells with |delta| <= k * wavelength_r",
+                                          s.rope.window_k));
+  }
 }
 
 }  // namespace
 
 void validate(const KernelSpec& spec, const AttentionArgs& args) {
-  if (spec.score != ScoreKind::ScaledDot)
-    fail(ErrorCode::Unsupported,
-         fmt::format("{} is not supported yet: rope kernels arrive with the RoPE issue",
-                     score_kind_name(spec.score)));
   check_view(args.q, "Q");
   check_view(args.k, "K");
   check_view(args.v, "V");

@@ -233,12 +233,7 @@ TEST(RopeConfigCli, RunCheckWithTheConfigsRope) {
     const CliResult r = run_cli({"run", "softmax(causal(rope_window(Q, K, k=1))) @ V", "--shape", "1,4,2,33,47,128",
                                  "--seed", std::to_string(seed), "--device", "cpu", "--check", "--rope-config", cfg},
                                 dir);
-    // The CPU kernel gets RoPE with issue 4; until then the run must stop with Unsupported
-    // (exit 2, nothing run). Once it runs, the check against the reference must pass.
-    if (r.exit_code == 2 && r.err.find("not supported") != std::string::npos) {
-      EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
-      continue;
-    }
+    // The fused CPU kernel runs rope_window; the check against the reference must pass.
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("RoPE from"), std::string::npos) << r.out;

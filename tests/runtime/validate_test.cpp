@@ -47,14 +47,27 @@ class Validate : public ::testing::Test {
 
 TEST_F(Validate, AcceptsAGoodCall) { EXPECT_NO_THROW(validate(plain, c.args())); }
 
-TEST_F(Validate, RopeIsNotYetSupported) {
+TEST_F(Validate, RopeIsAcceptedAndItsParametersChecked) {
   KernelSpec spec = plain;
   spec.score = ScoreKind::Rope;
-  expect_error(spec, c, [](AttentionArgs&) {}, ErrorCode::Unsupported,
-               "rope is not supported yet: rope kernels arrive with the RoPE issue");
+  EXPECT_NO_THROW(validate(spec, c.args()));
+  spec.scalars.rope.rotary_dim = 16;
+  EXPECT_NO_THROW(validate(spec, c.args()));
+  spec.scalars.rope.rotary_dim = 3;
+  expect_error(spec, c, [](AttentionArgs&) {}, ErrorCode::Verify,
+               "RoPE parameters: rotary_dim = 3 must be even, positive and at most head_dim = 32 "
+               "(RoPE rotates the first rotary_dim dimensions in pairs)");
+  spec.scalars.rope.rotary_dim = 64;
+  expect_error(spec, c, [](AttentionArgs&) {}, ErrorCode::Verify,
+               "RoPE parameters: rotary_dim = 64 must be even, positive and at most head_dim = 32 "
+               "(RoPE rotates the first rotary_dim dimensions in pairs)");
+  spec.scalars.rope.rotary_dim = 0;
   spec.score = ScoreKind::RopeWindow;
-  expect_error(spec, c, [](AttentionArgs&) {}, ErrorCode::Unsupported,
-               "rope_window is not supported yet: rope kernels arrive with the RoPE issue");
+  expect_error(spec, c, [](AttentionArgs&) {}, ErrorCode::Verify,
+               "rope_window's k must be positive (got 0): pair r keeps the cells with |delta| <= "
+               "k * wavelength_r");
+  spec.scalars.rope.window_k = 1.0;
+  EXPECT_NO_THROW(validate(spec, c.args()));
 }
 
 TEST_F(Validate, NegativeDimension) {

@@ -1,0 +1,195 @@
+// Builds the fused CPU kernel's per-call RoPE plan (cos/sin tables from the scaled frequencies,
+// rope_window limits) and rotates rows with it.
+#include "cpu/rope_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/fused_kernel.hpp"
+#include "rope/frequencies.hpp"
+
+namespace attnfuse::cpu {
+namespace {
+
+// Coarse table for [p0, p0 + count): entry c holds af * cos/sin((p0 + c * kRopeFine) θ_r).
+PositionTable coarse_table(const std::vector<double>& inv_freq, double af, int64_t p0, int64_t count) {
+  PositionTable t;
+  t.p0 = p0;
+  const int half = static_cast<int>(inv_freq.size());
+  const int64_t rows = std::max<int64_t>(count, 0) / kRopeFine + 1;
+  t.cos.resize(static_cast<size_t>(rows * half));
+  t.sin.resize(static_cast<size_t>(rows * half));
+  // Long contexts need a few hundred thousand sin/cos in float64: worth the threads.
+#pragma omp parallel for schedule(static) if (rows * half > 16384)
+  for (int64_t c = 0; c < rows; ++c) {
+    const double pos = static_cast<double>(p0 + c * kRopeFine);
+    for (int r = 0; r < half; ++r) {
+      const double angle = pos * inv_freq[static_cast<size_t>(r)];
+      t.cos[static_cast<size_t>(c * half + r)] = static_cast<float>(af * std::cos(angle));
+      t.sin[static_cast<size_t>(c * half + r)] = static_cast<float>(af * std::sin(angle));
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+RopePlan make_rope_plan(const RopeParams& params, int64_t D, int64_t seq_len, bool windowed,
+                        int64_t Nk, int64_t q_offset, int64_t Nq) {
+  RopePlan plan;
+  plan.style = params.style;
+  if (D <= 0) return plan;
+  const rope::RopeFrequencies freqs = rope::rope_frequencies(params, static_cast<int>(D), seq_len);
+  plan.rotary_dim = rope::rotary_dim_of(params, static_cast<int>(D));
+  plan.half = plan.rotary_dim / 2;
+  const int half = plan.half;
+  plan.fine_cos.resize(static_cast<size_t>(kRopeFine * half));
+  plan.fine_sin.resize(static_cast<size_t>(kRopeFine * half));
+  for (int f = 0; f < kRopeFine; ++f)
+    for (int r = 0; r < half; ++r) {
+      const double angle = double(f) * freqs.inv_freq[static_cast<size_t>(r)];
+      plan.fine_cos[static_cast<size_t>(f * half + r)] = static_cast<float>(std::cos(angle));
+      plan.fine_sin[static_cast<size_t>(f * half + r)] = static_cast<float>(std::sin(angle));
+    }
+  plan.keys = coarse_table(freqs.inv_freq, freqs.attention_factor, 0, Nk);
+  plan.queries = coarse_table(freqs.inv_freq, freqs.attention_factor, q_offset, Nq);
+  if (windowed) plan.limits = rope::window_limits(freqs, params.window_k);
+  return plan;
+}
+
+void RopePlan::angles(const PositionTable& t, int64_t p, float* c, float* s) const {
+  const int64_t rel = p - t.p0;
+  const float* cc = t.cos.data() + (rel / kRopeFine) * half;
+  const float* cs = t.sin.data() + (rel / kRopeFine) * half;
+  const float* fc = fine_cos.data() + (rel % kRopeFine) * half;
+  const float* fs = fine_sin.data() + (rel % kRopeFine) * half;
+  // cos(x + y) and sin(x + y) from the two parts.
+  for (int r = 0; r < half; ++r) {
+    c[r] = cc[r] * fc[r] - cs[r] * fs[r];
+    s[r] = cs[r] * fc[r] + cc[r] * fs[r];
+  }
+}
+
+void RopePlan::rotate_row(const PositionTable& t, int64_t p, float* x, int first_pair) const {
+  const int h = half;  // a local, so the stores below cannot be thought to change it
+  // Started at a multiple of 16 pairs so the loop runs whole vectors (rotating a few pairs
+  // nobody reads costs less than a scalar remainder loop).
+  const int r0 = first_pair & ~15;
+  const int64_t rel = p - t.p0;
+  const float* __restrict cc = t.cos.data() + (rel / kRopeFine) * h;
+  const float* __restrict cs = t.sin.data() + (rel / kRopeFine) * h;
+  const float* __restrict fc = fine_cos.data() + (rel % kRopeFine) * h;
+  const float* __restrict fs = fine_sin.data() + (rel % kRopeFine) * h;
+  if (style == RopeStyle::Neox) {
+    float* __restrict xa = x;
+    float* __restrict xb = x + h;
+    for (int r = r0; r < h; ++r) {
+      const float c = cc[r] * fc[r] - cs[r] * fs[r], s = cs[r] * fc[r] + cc[r] * fs[r];
+      const float a = xa[r], b = xb[r];
+      xa[r] = a * c - b * s;
+      xb[r] = b * c + a * s;
+    }
+  } else {
+    for (int r = r0; r < h; ++r) {
+      const float c = cc[r] * fc[r] - cs[r] * fs[r], s = cs[r] * fc[r] + cc[r] * fs[r];
+      const float a = x[2 * r], b = x[2 * r + 1];
+      x[2 * r] = a * c - b * s;
+      x[2 * r + 1] = b * c + a * s;
+    }
+  }
+}
+
+void RopePlan::rotate(const float* c, const float* s, float* x, int64_t stride) const {
+  // neox pairs (r, r + half), gptj (2r, 2r + 1); both rotate (a, b) by +angle.
+  const int64_t da = style == RopeStyle::Neox ? 1 : 2;
+  const int64_t off_b = style == RopeStyle::Neox ? half : 1;
+  for (int r = 0; r < half; ++r) {
+    float* pa = x + r * da * stride;
+    float* pb = pa + off_b * stride;
+    const float a = *pa, b = *pb;
+    *pa = a * c[r] - b * s[r];
+    *pb = b * c[r] + a * s[r];
+  }
+}
+
+void split_window(const RopePlan& plan, int64_t D, int64_t delta_lo, int64_t delta_hi,
+                  WindowSplit& out) {
+  out.ranges.clear();
+  out.boundary.clear();
+  out.all = true;
+  out.first_pair = plan.half;
+  out.keep.assign(static_cast<size_t>(D), 1);
+  const int64_t abs_lo = delta_lo < 0 ? -delta_lo : delta_lo, abs_hi = delta_hi < 0 ? -delta_hi : delta_hi;
+  const int64_t max_abs = std::max(abs_lo, abs_hi);
+  const int64_t min_abs = delta_lo <= 0 && delta_hi >= 0 ? 0 : std::min(abs_lo, abs_hi);
+  for (int r = 0; r < plan.half; ++r) {
+    const int64_t w = plan.limits[static_cast<size_t>(r)];
+    if (min_abs <= w) out.first_pair = std::min(out.first_pair, r);
+    if (max_abs <= w) continue;  // in window for every cell
+    out.all = false;
+    if (min_abs <= w) out.boundary.push_back(r);
+    const rope::PairDims pd = rope::pair_dims(plan.style, plan.rotary_dim, r);
+    out.keep[static_cast<size_t>(pd.a)] = 0;
+    out.keep[static_cast<size_t>(pd.b)] = 0;
+  }
+  if (out.all) return;
+  // Maximal runs of kept dims.
+  for (int x = 0; x < D;) {
+    if (!out.keep[static_cast<size_t>(x)]) {
+      ++x;
+      continue;
+    }
+    int e = x;
+    while (e < D && out.keep[static_cast<size_t>(e)]) ++e;
+    out.ranges.emplace_back(x, e);
+    x = e;
+  }
+}
+
+namespace {
+
+// st[j * ldst + i] += qt[a][i] * k_j[a] + qt[b][i] * k_j[b] of each boundary pair where
+// |delta0 + i - j| <= limit.
+void add_boundary_pairs(const RopePlan& plan, const WindowSplit& split, const float* qt,
+                        int64_t ldq, const float* krot, int64_t D, int n, int64_t delta0, int mpad,
+                        float* st, int64_t ldst) {
+  using i128 = __int128;
+  for (int r : split.boundary) {
+    const rope::PairDims pd = rope::pair_dims(plan.style, plan.rotary_dim, r);
+    const float* qa = qt + pd.a * ldq;
+    const float* qb = qt + pd.b * ldq;
+    const i128 w = plan.limits[static_cast<size_t>(r)];
+    for (int j = 0; j < n; ++j) {
+      // |delta0 + i - j| <= w  <=>  j - delta0 - w <= i <= j - delta0 + w
+      const i128 lo = i128(j) - delta0 - w, hi = i128(j) - delta0 + w + 1;
+      const int ilo = static_cast<int>(std::clamp<i128>(lo, 0, mpad));
+      const int ihi = static_cast<int>(std::clamp<i128>(hi, ilo, mpad));
+      const float ka = krot[j * D + pd.a], kb = krot[j * D + pd.b];
+      float* s = st + j * ldst;
+      for (int i = ilo; i < ihi; ++i) s[i] += qa[i] * ka + qb[i] * kb;
+    }
+  }
+}
+
+}  // namespace
+
+void windowed_scores(const RopePlan& plan, const WindowSplit& split, const float* qt,
+                     const float* krot, int64_t D, int n, int64_t delta0, int qv, int mpad,
+                     const float** krow, float* st) {
+  constexpr int64_t ld = simd::kStride;
+  if (split.ranges.empty())
+    for (int j = 0; j < n; ++j) std::fill(st + j * ld, st + j * ld + mpad, 0.0f);
+  bool first = true;
+  for (const auto& [d0, d1] : split.ranges) {
+    for (int j = 0; j < n; ++j) krow[j] = krot + j * D + d0;
+    const float* q = qt + int64_t{d0} * ld;
+    if (first)
+      simd::qk(qv, krow, n, q, d1 - d0, st);
+    else
+      simd::qk<true>(qv, krow, n, q, d1 - d0, st);
+    first = false;
+  }
+  add_boundary_pairs(plan, split, qt, ld, krot, D, n, delta0, mpad, st, ld);
+}
+
+}  // namespace attnfuse::cpu
