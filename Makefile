@@ -1,7 +1,7 @@
 # Quick start: `make demo` and `make test` on a fresh machine (both install what is missing).
 BUILD ?= build
 JOBS ?= $(shell nproc)
-DEMO_PROGRAM ?= softmax(causal(scaled_dot_product(Q, K))) @ V
+DEMO_PROGRAM ?= softmax(causal(rope(Q, K, base=500000))) @ V
 DEMO_SHAPE ?= 1,32,8,1024,1024,128
 
 .PHONY: all deps configure build test demo gpu-test clean
@@ -23,8 +23,9 @@ test: build
 gpu-test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -L gpu
 
-# The main job: a Llama-3-8B-shaped variant (GQA 32/8, D=128), checked against the float64
-# reference, then timed; on the GPU when there is one, else on the CPU.
+# The main job: a Llama-3-8B-style variant (RoPE base 500000, causal, GQA 32/8, D=128), checked
+# against the float64 reference, then timed; on the GPU when there is one and the program runs
+# there, else on the CPU (--device auto says which and why).
 demo: build
 	@$(BUILD)/bin/attnfuse run '$(DEMO_PROGRAM)' --shape $(DEMO_SHAPE) --dtype bf16 --device auto --check
 	@$(BUILD)/bin/attnfuse bench '$(DEMO_PROGRAM)' --shape $(DEMO_SHAPE) --dtype bf16 --device auto
