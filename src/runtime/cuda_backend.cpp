@@ -105,6 +105,17 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   if (B == 0 || Hq == 0 || Nq == 0) return;
   if (Nq > INT32_MAX || Nk > INT32_MAX || Hq > 65535 || B > 65535)
     throw Error(ErrorCode::Shape, "the CUDA backend takes up to 2^31-1 rows and 65535 heads/batches");
+  // Tiles move with 16-byte cp.async copies: every row of Q, K and V must start 16-byte aligned.
+  for (const auto* t : {&args.q, &args.k, &args.v}) {
+    const char* name = t == &args.q ? "Q" : (t == &args.k ? "K" : "V");
+    if (reinterpret_cast<uintptr_t>(t->data) % 16 != 0 || t->strides[0] % 8 || t->strides[1] % 8 || t->strides[2] % 8)
+      throw Error(ErrorCode::Shape,
+                  fmt::format("{} must be 16-byte aligned with batch/head/row strides that are multiples of 8 "
+                              "elements on CUDA (strides {}, {}, {})",
+                              name, t->strides[0], t->strides[1], t->strides[2]));
+  }
+  if (args.out.strides[2] % 2 || reinterpret_cast<uintptr_t>(args.out.data) % 4 != 0)
+    throw Error(ErrorCode::Shape, "O must be 4-byte aligned with an even row stride on CUDA");
   // The kernel computes positions in 32 bits (one register per cell): every query position
   // i + q_offset and every key position must fit.
   const int64_t q_offset = args.resolved_q_offset();

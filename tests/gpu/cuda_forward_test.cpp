@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnfuse/attention.hpp"
+#include "attnfuse/error.hpp"
 #include "attnfuse/program.hpp"
 #include "common/dtype.hpp"
 #include "reference/reference.hpp"
@@ -60,6 +61,7 @@ struct Case {
   int head_dim;
   int64_t B, Hq, Hkv, Nq, Nk;
   std::optional<int64_t> q_offset;
+  bool bshd = false;  // Q/K/V/O stored [B, S, H, D] and passed as strided BHSD views
 };
 
 std::string case_name(const Case& c) {
@@ -88,13 +90,36 @@ void run_case(const Case& c, uint32_t seed) {
   const auto naive = reference::attention(spec, host, reference::Precision::Naive);
 
   const size_t elem = 2;
+  // BSHD: the same logical tensors stored sequence-major; the kernel reads them through strides.
+  auto to_bshd = [](const HostTensor& t) {
+    const auto& sh = t.view.shape;
+    std::vector<uint16_t> out(t.data.size());
+    for (int64_t b = 0; b < sh[0]; ++b)
+      for (int64_t h = 0; h < sh[1]; ++h)
+        for (int64_t s = 0; s < sh[2]; ++s)
+          for (int64_t d = 0; d < sh[3]; ++d)
+            out[static_cast<size_t>(((b * sh[2] + s) * sh[1] + h) * sh[3] + d)] =
+                t.data[static_cast<size_t>(t.view.offset(b, h, s, d))];
+    return out;
+  };
+  auto bshd_view = [](void* data, DType dt, std::array<int64_t, 4> sh) {
+    TensorView v = TensorView::contiguous(data, dt, sh);
+    v.strides = {sh[2] * sh[1] * sh[3], sh[3], sh[1] * sh[3], 1};
+    return v;
+  };
   DeviceBuffer dq(q.data.size() * elem), dk(k.data.size() * elem), dv(v.data.size() * elem);
   DeviceBuffer dout(static_cast<size_t>(c.B * c.Hq * c.Nq * c.head_dim) * elem);
   DeviceBuffer dlse(static_cast<size_t>(c.B * c.Hq * c.Nq) * 4);
   DeviceBuffer dbias(bias.size() * 4);
-  dq.upload(q.data.data());
-  dk.upload(k.data.data());
-  dv.upload(v.data.data());
+  if (c.bshd) {
+    dq.upload(to_bshd(q).data());
+    dk.upload(to_bshd(k).data());
+    dv.upload(to_bshd(v).data());
+  } else {
+    dq.upload(q.data.data());
+    dk.upload(k.data.data());
+    dv.upload(v.data.data());
+  }
   if (!bias.empty()) dbias.upload(bias.data());
   dout.poison();
   dlse.poison();
@@ -104,6 +129,12 @@ void run_case(const Case& c, uint32_t seed) {
   dev.k.data = dk.get();
   dev.v.data = dv.get();
   dev.out = TensorView::contiguous(dout.get(), c.dtype, {c.B, c.Hq, c.Nq, c.head_dim});
+  if (c.bshd) {
+    dev.q = bshd_view(dq.get(), c.dtype, q.view.shape);
+    dev.k = bshd_view(dk.get(), c.dtype, k.view.shape);
+    dev.v = bshd_view(dv.get(), c.dtype, v.view.shape);
+    dev.out = bshd_view(dout.get(), c.dtype, {c.B, c.Hq, c.Nq, c.head_dim});
+  }
   dev.lse = LseView::contiguous(static_cast<float*>(dlse.get()), {c.B, c.Hq, c.Nq});
   if (!bias.empty()) dev.bias->data = dbias.get();
   runtime::run_cuda(spec, dev, nullptr, /*sync=*/true);
@@ -113,6 +144,16 @@ void run_case(const Case& c, uint32_t seed) {
   dout.download(out.data());
   dlse.download(lse.data());
 
+  if (c.bshd) {  // back to BHSD order for the comparison
+    std::vector<uint16_t> bhsd(out.size());
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < c.Hq; ++h)
+        for (int64_t s = 0; s < c.Nq; ++s)
+          for (int64_t d = 0; d < c.head_dim; ++d)
+            bhsd[static_cast<size_t>(((b * c.Hq + h) * c.Nq + s) * c.head_dim + d)] =
+                out[static_cast<size_t>(((b * c.Nq + s) * c.Hq + h) * c.head_dim + d)];
+    out.swap(bhsd);
+  }
   double err = 0, naive_err = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     const double o = c.dtype == DType::BF16 ? bf16_to_f32(out[i]) : f16_to_f32(out[i]);
@@ -181,6 +222,31 @@ TEST_F(CudaForward, ScalarsChangeWithoutRecompileAndStillApply) {
   for (const char* cap : {"2", "50"})
     run_case({fmt::format("softmax(softcap(scaled_dot_product(Q, K, scale=0.5), {})) @ V", cap), DType::BF16, 64,
               1, 2, 1, 100, 100, std::nullopt}, 70);
+}
+
+TEST_F(CudaForward, StridedBshdLayout) {
+  // BSHD tensors (sequence-major, as most model code stores them) need no copy.
+  run_case({"softmax(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 128, 2, 8, 2, 300, 300, std::nullopt, true}, 80);
+  run_case({"softmax(alibi(sliding_window(scaled_dot_product(Q, K), 64))) @ V", DType::F16, 64, 1, 4, 4, 129, 200,
+            std::nullopt, true}, 81);
+}
+
+TEST_F(CudaForward, MisalignedRowsAreRejectedBeforeLaunch) {
+  const KernelSpec spec = Program::parse("softmax(scaled_dot_product(Q, K)) @ V").compile({Target::Cuda, DType::BF16, 64});
+  DeviceBuffer buf(1 << 20);
+  AttentionArgs a;
+  a.q = TensorView::contiguous(buf.get(), DType::BF16, {1, 1, 16, 64});
+  a.k = a.q;
+  a.v = a.q;
+  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 1, 16, 64});
+  a.k.data = static_cast<char*>(buf.get()) + 2;  // 2-byte aligned
+  try {
+    runtime::run_cuda(spec, a, nullptr, true);
+    FAIL() << "expected a Shape error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Shape);
+    EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(CudaForward, FreshSeed) {
