@@ -9,6 +9,7 @@
 #include "common/dtype.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/device_buffer.hpp"
 
 namespace attnfuse::cli {
 
@@ -32,32 +33,7 @@ void check_cuda_supported(const KernelSpec& spec) { codegen::cuda::check_support
 
 namespace {
 
-// One device allocation, freed on scope exit.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_) runtime::check(runtime::driver().cuMemAlloc(&ptr_, bytes_), "cuMemAlloc");
-  }
-  ~DeviceBuffer() {
-    if (ptr_) runtime::driver().cuMemFree(ptr_);
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;  // o frees what this held
-  }
-  void* get() const { return reinterpret_cast<void*>(ptr_); }
-  void upload(const void* src) { runtime::check(runtime::driver().cuMemcpyHtoD(ptr_, src, bytes_), "cuMemcpyHtoD"); }
-  void download(void* dst) const {
-    runtime::check(runtime::driver().cuMemcpyDtoH(dst, ptr_, bytes_), "cuMemcpyDtoH");
-  }
-
- private:
-  runtime::CUdeviceptr ptr_ = 0;
-  size_t bytes_ = 0;
-};
+using runtime::DeviceBuffer;
 
 // Contiguous copy of a (possibly strided) host view, same dtype.
 std::vector<char> pack(const TensorView& t) {

@@ -16,31 +16,12 @@
 #include "reference/reference.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/device_buffer.hpp"
 
 namespace attnfuse {
 namespace {
 
-using runtime::CUdeviceptr;
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_) runtime::check(runtime::driver().cuMemAlloc(&ptr_, bytes_), "cuMemAlloc");
-  }
-  ~DeviceBuffer() {
-    if (ptr_) runtime::driver().cuMemFree(ptr_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return reinterpret_cast<void*>(ptr_); }
-  void upload(const void* src) { runtime::check(runtime::driver().cuMemcpyHtoD(ptr_, src, bytes_), "HtoD"); }
-  void download(void* dst) const { runtime::check(runtime::driver().cuMemcpyDtoH(dst, ptr_, bytes_), "DtoH"); }
-  void poison() { runtime::check(runtime::driver().cuMemsetD8(ptr_, 0xFF, bytes_), "memset"); }  // NaN in bf16/fp16/fp32
-
- private:
-  CUdeviceptr ptr_ = 0;
-  size_t bytes_;
-};
+using runtime::DeviceBuffer;
 
 // One host tensor in the kernel's dtype (16-bit), BHSD contiguous.
 struct HostTensor {
