@@ -21,7 +21,7 @@ test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -LE gpu
 
 gpu-test: build
-	@ctest --test-dir $(BUILD) --output-on-failure -L gpu
+	@ctest --test-dir $(BUILD) -L gpu -V
 
 # The main job: a Llama-3-8B-style variant (RoPE base 500000, causal, GQA 32/8, D=128), checked
 # against the float64 reference, then timed; on the GPU when there is one and the program runs

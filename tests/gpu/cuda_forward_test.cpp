@@ -1,5 +1,5 @@
 // The CUDA backend against the float64 reference (DESIGN §3 tolerance), on the GPU machine.
-// Skips with one line where there is no CUDA device.
+// tests/gpu/main.cpp skips the whole suite with one line where there is no CUDA device.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
