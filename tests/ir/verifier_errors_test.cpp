@@ -10,35 +10,15 @@
 
 #include "attnfuse/dsl.hpp"
 #include "attnfuse/program.hpp"
+#include "common/source_pos.hpp"
 #include "ir/graph.hpp"
 #include "ir/verifier.hpp"
 
 namespace attnfuse {
 namespace {
 
-struct Pos {
-  int line = 1;
-  int col = 0;
-};
-
-// Line and column of the nth occurrence of `needle` in `text`.
-Pos pos_of(std::string_view text, std::string_view needle, int nth = 1) {
-  size_t at = std::string_view::npos, from = 0;
-  for (int i = 0; i < nth; ++i) {
-    at = text.find(needle, from);
-    if (at == std::string_view::npos) {
-      ADD_FAILURE() << "test bug: '" << needle << "' not in " << text;
-      return {};
-    }
-    from = at + 1;
-  }
-  Pos p;
-  size_t line_start = 0;
-  for (size_t i = 0; i < at; ++i)
-    if (text[i] == '\n') ++p.line, line_start = i + 1;
-  p.col = static_cast<int>(at - line_start) + 1;
-  return p;
-}
+using test::Pos;
+using test::pos_of;
 
 struct Rejection {
   bool thrown = false;
