@@ -52,6 +52,9 @@ class BlockMask {
   double density() const;
 
  private:
+  // Checked dimensions, no blocks yet (the factories fill the CSR).
+  static BlockMask with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
+                             int block_q, int block_k);
   int64_t row_index(int64_t b, int64_t h, int64_t qb) const;
   int64_t batch_ = 0, heads_ = 0, q_len_ = 0, kv_len_ = 0, nqb_ = 0, nkb_ = 0;
   int block_q_ = 128, block_k_ = 128;

@@ -24,18 +24,6 @@ using i128 = __int128;
 
 // ---- Per-thread scratch -----------------------------------------------------------------------
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<float[], FreeDeleter>;
-
-Buffer alloc_floats(int64_t n) {
-  const size_t bytes = (size_t(std::max<int64_t>(n, 1)) * 4 + 63) / 64 * 64;
-  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!p) throw std::bad_alloc();
-  return Buffer(p);
-}
-
 struct Workspace {
   explicit Workspace(const KernelParams& p)
       : dvp((p.Dv + kLanes - 1) / kLanes * kLanes),
@@ -51,11 +39,11 @@ struct Workspace {
     }
   }
   int64_t dvp;  // Dv rounded up to whole vectors
-  Buffer qt;    // [D][kBQ]   scaled Q of the tile, transposed; padding columns are 0
-  Buffer st;    // [kBK][kBQ] S^T, then P^T, of one key chunk
-  Buffer o;     // [kBQ][dvp] unnormalized output rows
-  Buffer kbuf;  // [kBK][D]   fp32 copy of a K chunk (16-bit, or rotated for RoPE)
-  Buffer vbuf;  // [kBK][dvp] fp32 copy of a V chunk (16-bit, or Dv not whole vectors)
+  AlignedFloats qt;    // [D][kBQ]   scaled Q of the tile, transposed; padding columns are 0
+  AlignedFloats st;    // [kBK][kBQ] S^T, then P^T, of one key chunk
+  AlignedFloats o;     // [kBQ][dvp] unnormalized output rows
+  AlignedFloats kbuf;  // [kBK][D]   fp32 copy of a K chunk (16-bit, or rotated for RoPE)
+  AlignedFloats vbuf;  // [kBK][dvp] fp32 copy of a V chunk (16-bit, or Dv not whole vectors)
   // RoPE: angles of one position; rope_window: the chunk's kept dims and boundary pairs.
   std::vector<float> rc, rs;
   WindowSplit split;

@@ -8,7 +8,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <limits>
 #include <type_traits>
 
@@ -19,6 +22,20 @@
 #include "cpu/rope_plan.hpp"
 
 namespace attnfuse::cpu {
+
+// 64-byte aligned fp32 scratch (the SIMD blocks load aligned rows), for the fused kernel's
+// per-thread workspace and the unfused ablation's materialized S/P.
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using AlignedFloats = std::unique_ptr<float[], FreeDeleter>;
+
+inline AlignedFloats alloc_floats(int64_t n) {
+  const size_t bytes = (size_t(std::max<int64_t>(n, 1)) * 4 + 63) / 64 * 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p) throw std::bad_alloc();
+  return AlignedFloats(p);
+}
 
 // ---- Tile limits ------------------------------------------------------------------------------
 

@@ -31,18 +31,6 @@ struct Dims {
         D(a.q.shape[3]), Dv(a.v.shape[3]) {}
 };
 
-// 64-byte aligned fp32 scratch (the SIMD blocks load aligned rows).
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-using Floats = std::unique_ptr<float[], FreeDeleter>;
-
-Floats alloc(int64_t n) {
-  const size_t bytes = (size_t(std::max<int64_t>(n, 1)) * 4 + 63) / 64 * 64;
-  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!p) throw std::bad_alloc();
-  return Floats(p);
-}
 
 // Runs body(b, hq) for every head in parallel, rethrowing the first failure.
 template <class F>
@@ -141,7 +129,7 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
     // K rows in fp32 (in place when they already are; rotated copies under RoPE) and V rows
     // padded to whole vectors.
     const bool copy_k = args.k.dtype != DType::F32 || rope;
-    Floats kbuf = alloc(copy_k ? d.Nk * d.D : 0), vbuf = alloc(d.Nk * dvp);
+    AlignedFloats kbuf = alloc_floats(copy_k ? d.Nk * d.D : 0), vbuf = alloc_floats(d.Nk * dvp);
     std::vector<const float*> krow(static_cast<size_t>(d.Nk)), vrow(static_cast<size_t>(d.Nk));
     for (int64_t j = 0; j < d.Nk; ++j) {
       if (!copy_k) {
@@ -160,7 +148,7 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
                             ? static_cast<float>(reference::alibi_slope(spec.scalars, hq, d.Hq))
                             : 0.0f;
     // P of the whole head, materialized as P^T tiles [ntiles][Nk][kTq] (zero where masked).
-    Floats pt = alloc(ntiles * d.Nk * kTq), qt = alloc(d.D * kTq), o = alloc(kTq * dvp);
+    AlignedFloats pt = alloc_floats(ntiles * d.Nk * kTq), qt = alloc_floats(d.D * kTq), o = alloc_floats(kTq * dvp);
     std::vector<float> lse(static_cast<size_t>(d.Nq));
     std::vector<uint8_t> keep_t(static_cast<size_t>(d.Nk * kTq)), row(static_cast<size_t>(d.Nk));
     std::vector<std::pair<int64_t, int64_t>> range(static_cast<size_t>(ntiles));

@@ -73,10 +73,9 @@ void assemble(std::vector<RowBuild>& rows, std::vector<int64_t>& row_ptr,
 
 }  // namespace
 
-BlockMask BlockMask::from_predicate(const Predicate& keep, int64_t batch, int64_t heads,
-                                    int64_t q_len, int64_t kv_len, int block_q, int block_k) {
-  check_dims("from_predicate", batch, heads, q_len, kv_len, block_q, block_k);
-  if (!keep) throw Error(ErrorCode::Shape, "BlockMask::from_predicate: the predicate is empty");
+BlockMask BlockMask::with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len,
+                               int64_t kv_len, int block_q, int block_k) {
+  check_dims(who, batch, heads, q_len, kv_len, block_q, block_k);
   BlockMask m;
   m.batch_ = batch;
   m.heads_ = heads;
@@ -86,6 +85,13 @@ BlockMask BlockMask::from_predicate(const Predicate& keep, int64_t batch, int64_
   m.block_k_ = block_k;
   m.nqb_ = ceil_div(q_len, block_q);
   m.nkb_ = ceil_div(kv_len, block_k);
+  return m;
+}
+
+BlockMask BlockMask::from_predicate(const Predicate& keep, int64_t batch, int64_t heads,
+                                    int64_t q_len, int64_t kv_len, int block_q, int block_k) {
+  BlockMask m = with_dims("from_predicate", batch, heads, q_len, kv_len, block_q, block_k);
+  if (!keep) throw Error(ErrorCode::Shape, "BlockMask::from_predicate: the predicate is empty");
 
   const int64_t nrows = batch * heads * m.nqb_;
   const int64_t words_per_block = ceil_div(int64_t{block_q} * block_k, 64);
@@ -138,16 +144,7 @@ BlockMask BlockMask::from_predicate(const Predicate& keep, int64_t batch, int64_
 
 BlockMask BlockMask::from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
                                 int64_t kv_len, int block_q, int block_k) {
-  check_dims("from_dense", batch, heads, q_len, kv_len, block_q, block_k);
-  BlockMask m;
-  m.batch_ = batch;
-  m.heads_ = heads;
-  m.q_len_ = q_len;
-  m.kv_len_ = kv_len;
-  m.block_q_ = block_q;
-  m.block_k_ = block_k;
-  m.nqb_ = ceil_div(q_len, block_q);
-  m.nkb_ = ceil_div(kv_len, block_k);
+  BlockMask m = with_dims("from_dense", batch, heads, q_len, kv_len, block_q, block_k);
   const int64_t nrows = batch * heads * m.nqb_;
   if (nrows * m.nkb_ > 0 && grid == nullptr)
     throw Error(ErrorCode::Shape, "BlockMask::from_dense: the grid pointer is null");
