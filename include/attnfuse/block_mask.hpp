@@ -12,15 +12,34 @@ namespace attnfuse {
 
 class BlockMask {
  public:
-  // Keep cell (b, h, q, kv)? Evaluated once per cell at construction.
+  // Keep cell (b, h, q, kv)? Called concurrently from several threads, so it must be thread-safe
+  // (a pure function of its arguments, as every mask predicate is).
   using Predicate = std::function<bool(int64_t b, int64_t h, int64_t q, int64_t kv)>;
 
-  // batch / heads == 1 broadcast over that axis. A block is active iff some cell is kept, full
-  // iff every cell is kept; partial blocks keep a per-cell bitmap, so the mask keeps exactly the
-  // cells the predicate keeps while kernels skip inactive blocks and skip checks on full ones.
+  // The three states of a block: no cell kept, every cell kept, some kept (a cell bitmap).
+  enum class BlockKind : uint8_t { Inactive, Full, Partial };
+  // Says what it can about the block of cells [q0, q1) x [kv0, kv1) of (b, h) (already cut by the
+  // lengths at the edges) without looking at cells: Inactive or Full when it is sure, Partial for
+  // "mixed or unknown: evaluate the cells". Same thread-safety rule as Predicate.
+  using BlockClassifier = std::function<BlockKind(int64_t b, int64_t h, int64_t q0, int64_t q1,
+                                                  int64_t kv0, int64_t kv1)>;
+
+  // batch / heads == 1 broadcast over that axis (the predicate is then only asked about index 0,
+  // so a head-broadcast mask costs what one head does). A block is active iff some cell is kept,
+  // full iff every cell is kept; partial blocks keep a per-cell bitmap, so the mask keeps exactly
+  // the cells the predicate keeps while kernels skip inactive blocks and skip checks on full ones.
+  // Evaluates the predicate once per cell: q_len * kv_len calls per (b, h), about 17 G at 128k
+  // (tens of seconds); long masks want from_block_classifier.
   static BlockMask from_predicate(const Predicate& keep, int64_t batch, int64_t heads,
                                   int64_t q_len, int64_t kv_len, int block_q = 128,
                                   int block_k = 128);
+  // The same mask as from_predicate(keep, ...), provided `classify` never contradicts `keep`: only
+  // blocks it calls Partial have their cells evaluated (and are then stored by what the cells say,
+  // so a cautious Partial is always exact, merely slower). Structured masks (causal, windows,
+  // documents, block grids) classify all but O(diagonal) blocks, so a 128k mask takes milliseconds.
+  static BlockMask from_block_classifier(const BlockClassifier& classify, const Predicate& keep,
+                                         int64_t batch, int64_t heads, int64_t q_len,
+                                         int64_t kv_len, int block_q = 128, int block_k = 128);
   // grid: [batch, heads, nqb, nkb] bool/uint8 (nonzero = active) with nqb = ceil(q_len/block_q),
   // nkb = ceil(kv_len/block_k). Active blocks are full: every cell of them is kept.
   static BlockMask from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
@@ -51,6 +70,13 @@ class BlockMask {
   // Share of blocks that are active (over all rows of all (b, h)).
   double density() const;
 
+  // ASCII drawing of one (b, h) (broadcast axes are folded): a header line with the lengths,
+  // block sizes and density, then one line per query block with one character per key block:
+  // '#' full, '+' partial, '.' inactive. Grids larger than max_cells blocks on a side are drawn
+  // downsampled (a note says by how much); a character then stands for a group of blocks and shows
+  // the strongest state in it (# over + over .), so no active block disappears from the picture.
+  std::string to_string(int64_t b = 0, int64_t h = 0, int max_cells = 64) const;
+
  private:
   // Checked dimensions, no blocks yet (the factories fill the CSR).
   static BlockMask with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
@@ -63,6 +89,11 @@ class BlockMask {
   std::vector<uint8_t> full_;        // per entry
   std::vector<int64_t> bitmap_ptr_;  // per entry: word offset of its cell bitmap, -1 if full
   std::vector<uint64_t> bitmap_;     // block_q*block_k bits per partial block, row-major
+
+  // The one construction path: classify (null = every block Partial), evaluate cells where needed.
+  static BlockMask build(const char* who, const BlockClassifier* classify, const Predicate& keep,
+                         int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int block_q,
+                         int block_k);
 };
 
 }  // namespace attnfuse

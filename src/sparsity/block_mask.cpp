@@ -1,4 +1,5 @@
-// BlockMask construction (from a per-cell predicate or a dense block grid) and its CSR queries.
+// BlockMask construction (per-cell predicate, block classifier, dense block grid), its CSR
+// queries and its ASCII drawing.
 #include "attnfuse/block_mask.hpp"
 
 #include <fmt/format.h>
@@ -34,44 +35,112 @@ void check_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, in
 }
 
 // One row of blocks (b, h, qb) while it is being built; rows are built in parallel and then
-// concatenated, so no thread ever appends to shared vectors.
+// concatenated, so no thread ever appends to shared vectors. Only partial blocks store cells (the
+// e-th partial block's bitmap is the e-th run of words_per_block words), so full and inactive
+// blocks cost a few bytes whatever their size.
 struct RowBuild {
   std::vector<int32_t> cols;
   std::vector<uint8_t> full;
-  std::vector<int64_t> bitmap_off;  // offset into `bits`, -1 when full
   std::vector<uint64_t> bits;
 };
 
-// Stitch the per-row results into the CSR arrays.
-void assemble(std::vector<RowBuild>& rows, std::vector<int64_t>& row_ptr,
-                     std::vector<int32_t>& col_idx, std::vector<uint8_t>& full,
-                     std::vector<int64_t>& bitmap_ptr, std::vector<uint64_t>& bitmap) {
-  row_ptr.assign(rows.size() + 1, 0);
-  int64_t words = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    row_ptr[r + 1] = row_ptr[r] + static_cast<int64_t>(rows[r].cols.size());
-    words += static_cast<int64_t>(rows[r].bits.size());
+// Evaluates the cells [q0, q1) x [k0, k1) into `cell` (cleared first); returns how many are kept.
+int64_t evaluate_cells(const BlockMask::Predicate& keep, int64_t b, int64_t h, int64_t q0,
+                       int64_t q1, int64_t k0, int64_t k1, int block_k, std::vector<uint64_t>& cell) {
+  std::fill(cell.begin(), cell.end(), 0);
+  int64_t kept = 0;
+  for (int64_t q = q0; q < q1; ++q) {
+    const int64_t row_bit = (q - q0) * block_k - k0;
+    for (int64_t kv = k0; kv < k1; ++kv)
+      if (keep(b, h, q, kv)) {
+        const int64_t bit = row_bit + kv;
+        cell[static_cast<size_t>(bit >> 6)] |= uint64_t{1} << (bit & 63);
+        ++kept;
+      }
   }
-  const auto n = static_cast<size_t>(row_ptr.back());
-  col_idx.resize(n);
-  full.resize(n);
-  bitmap_ptr.resize(n);
-  bitmap.resize(static_cast<size_t>(words));
-  int64_t word_base = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const auto e0 = static_cast<size_t>(row_ptr[r]);
-    RowBuild& rb = rows[r];
-    std::copy(rb.cols.begin(), rb.cols.end(), col_idx.begin() + static_cast<ptrdiff_t>(e0));
-    std::copy(rb.full.begin(), rb.full.end(), full.begin() + static_cast<ptrdiff_t>(e0));
-    for (size_t e = 0; e < rb.cols.size(); ++e)
-      bitmap_ptr[e0 + e] = rb.bitmap_off[e] < 0 ? -1 : word_base + rb.bitmap_off[e];
-    std::copy(rb.bits.begin(), rb.bits.end(), bitmap.begin() + word_base);
-    word_base += static_cast<int64_t>(rb.bits.size());
-    rb = RowBuild{};  // free as we go: large masks should not need twice the memory
-  }
+  return kept;
 }
 
 }  // namespace
+
+BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, const Predicate& keep,
+                           int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int block_q,
+                           int block_k) {
+  BlockMask m = with_dims(who, batch, heads, q_len, kv_len, block_q, block_k);
+  if (!keep) throw Error(ErrorCode::Shape, fmt::format("BlockMask::{}: the predicate is empty", who));
+  if (classify != nullptr && !*classify)
+    throw Error(ErrorCode::Shape, fmt::format("BlockMask::{}: the block classifier is empty", who));
+
+  const int64_t nrows = batch * heads * m.nqb_;
+  const int64_t words_per_block = ceil_div(int64_t{block_q} * block_k, 64);
+  std::vector<RowBuild> rows(static_cast<size_t>(nrows));
+  std::exception_ptr failure;
+
+  // One task per block row (b, h, qb): rows cost very different amounts (a causal row's work grows
+  // with qb), hence the dynamic schedule.
+#pragma omp parallel
+  {
+    std::vector<uint64_t> cell(static_cast<size_t>(words_per_block));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < nrows; ++r) {
+      try {
+        const int64_t qb = r % m.nqb_;
+        const int64_t h = (r / m.nqb_) % heads;
+        const int64_t b = r / (m.nqb_ * heads);
+        const int64_t q0 = qb * block_q, q1 = std::min(q_len, q0 + block_q);
+        RowBuild& rb = rows[static_cast<size_t>(r)];
+        for (int64_t kb = 0; kb < m.nkb_; ++kb) {
+          const int64_t k0 = kb * block_k, k1 = std::min(kv_len, k0 + block_k);
+          const BlockKind said = classify ? (*classify)(b, h, q0, q1, k0, k1) : BlockKind::Partial;
+          if (said == BlockKind::Inactive) continue;
+          bool is_full = said == BlockKind::Full;
+          if (!is_full) {  // Partial, or a value outside the enum: ask the cells
+            const int64_t kept = evaluate_cells(keep, b, h, q0, q1, k0, k1, block_k, cell);
+            if (kept == 0) continue;
+            // Full means every in-range cell is kept (the last block may be cut by the lengths).
+            is_full = kept == (q1 - q0) * (k1 - k0);
+            if (!is_full) rb.bits.insert(rb.bits.end(), cell.begin(), cell.end());
+          }
+          rb.cols.push_back(static_cast<int32_t>(kb));
+          rb.full.push_back(is_full ? 1 : 0);
+        }
+      } catch (...) {
+#pragma omp critical(attnfuse_block_mask_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+
+  // Prefix sums give every row its place in the CSR; then rows are copied in parallel. The staging
+  // and the CSR coexist until the copy ends: for a partial-heavy mask that is twice its bitmaps.
+  m.row_ptr_.assign(static_cast<size_t>(nrows + 1), 0);
+  std::vector<int64_t> word_base(static_cast<size_t>(nrows + 1), 0);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    m.row_ptr_[r + 1] = m.row_ptr_[r] + static_cast<int64_t>(rows[r].cols.size());
+    word_base[r + 1] = word_base[r] + static_cast<int64_t>(rows[r].bits.size());
+  }
+  const auto n = static_cast<size_t>(m.row_ptr_.back());
+  m.col_idx_.resize(n);
+  m.full_.resize(n);
+  m.bitmap_ptr_.resize(n);
+  m.bitmap_.resize(static_cast<size_t>(word_base.back()));
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t r = 0; r < nrows; ++r) {
+    RowBuild& rb = rows[static_cast<size_t>(r)];
+    const auto e0 = static_cast<size_t>(m.row_ptr_[static_cast<size_t>(r)]);
+    int64_t word = word_base[static_cast<size_t>(r)];
+    std::copy(rb.cols.begin(), rb.cols.end(), m.col_idx_.begin() + static_cast<ptrdiff_t>(e0));
+    std::copy(rb.full.begin(), rb.full.end(), m.full_.begin() + static_cast<ptrdiff_t>(e0));
+    for (size_t e = 0; e < rb.cols.size(); ++e) {
+      m.bitmap_ptr_[e0 + e] = rb.full[e] ? -1 : word;
+      if (!rb.full[e]) word += words_per_block;
+    }
+    std::copy(rb.bits.begin(), rb.bits.end(), m.bitmap_.begin() + word_base[static_cast<size_t>(r)]);
+    rb = RowBuild{};
+  }
+  return m;
+}
 
 BlockMask BlockMask::with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len,
                                int64_t kv_len, int block_q, int block_k) {
@@ -90,76 +159,42 @@ BlockMask BlockMask::with_dims(const char* who, int64_t batch, int64_t heads, in
 
 BlockMask BlockMask::from_predicate(const Predicate& keep, int64_t batch, int64_t heads,
                                     int64_t q_len, int64_t kv_len, int block_q, int block_k) {
-  BlockMask m = with_dims("from_predicate", batch, heads, q_len, kv_len, block_q, block_k);
-  if (!keep) throw Error(ErrorCode::Shape, "BlockMask::from_predicate: the predicate is empty");
+  return build("from_predicate", nullptr, keep, batch, heads, q_len, kv_len, block_q, block_k);
+}
 
-  const int64_t nrows = batch * heads * m.nqb_;
-  const int64_t words_per_block = ceil_div(int64_t{block_q} * block_k, 64);
-  std::vector<RowBuild> rows(static_cast<size_t>(nrows));
-  std::exception_ptr failure;
-
-  // The predicate is called concurrently from several threads: it must be thread-safe (a pure
-  // function of its arguments, as every mask predicate is).
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t r = 0; r < nrows; ++r) {
-    try {
-      const int64_t qb = r % m.nqb_;
-      const int64_t h = (r / m.nqb_) % heads;
-      const int64_t b = r / (m.nqb_ * heads);
-      const int64_t q0 = qb * block_q, q1 = std::min(q_len, q0 + block_q);
-      RowBuild& rb = rows[static_cast<size_t>(r)];
-      std::vector<uint64_t> cell(static_cast<size_t>(words_per_block));
-      for (int64_t kb = 0; kb < m.nkb_; ++kb) {
-        const int64_t k0 = kb * block_k, k1 = std::min(kv_len, k0 + block_k);
-        std::fill(cell.begin(), cell.end(), 0);
-        int64_t kept = 0;
-        for (int64_t q = q0; q < q1; ++q)
-          for (int64_t kv = k0; kv < k1; ++kv)
-            if (keep(b, h, q, kv)) {
-              const int64_t bit = (q - q0) * block_k + (kv - k0);
-              cell[static_cast<size_t>(bit >> 6)] |= uint64_t{1} << (bit & 63);
-              ++kept;
-            }
-        if (kept == 0) continue;
-        rb.cols.push_back(static_cast<int32_t>(kb));
-        // Full means every in-range cell is kept (the last block may be cut by the lengths).
-        const bool is_full = kept == (q1 - q0) * (k1 - k0);
-        rb.full.push_back(is_full ? 1 : 0);
-        if (is_full) {
-          rb.bitmap_off.push_back(-1);
-        } else {
-          rb.bitmap_off.push_back(static_cast<int64_t>(rb.bits.size()));
-          rb.bits.insert(rb.bits.end(), cell.begin(), cell.end());
-        }
-      }
-    } catch (...) {
-#pragma omp critical(attnfuse_block_mask_failure)
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
-  assemble(rows, m.row_ptr_, m.col_idx_, m.full_, m.bitmap_ptr_, m.bitmap_);
-  return m;
+BlockMask BlockMask::from_block_classifier(const BlockClassifier& classify, const Predicate& keep,
+                                           int64_t batch, int64_t heads, int64_t q_len,
+                                           int64_t kv_len, int block_q, int block_k) {
+  return build("from_block_classifier", &classify, keep, batch, heads, q_len, kv_len, block_q,
+               block_k);
 }
 
 BlockMask BlockMask::from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
                                 int64_t kv_len, int block_q, int block_k) {
   BlockMask m = with_dims("from_dense", batch, heads, q_len, kv_len, block_q, block_k);
-  const int64_t nrows = batch * heads * m.nqb_;
-  if (nrows * m.nkb_ > 0 && grid == nullptr)
+  const int64_t nrows = batch * heads * m.nqb_, nkb = m.nkb_;
+  if (nrows * nkb > 0 && grid == nullptr)
     throw Error(ErrorCode::Shape, "BlockMask::from_dense: the grid pointer is null");
 
-  // Every active block is full, so there are no bitmaps: a single pass builds the CSR.
+  // Every active block is full, so there are no bitmaps: count per row, prefix sum, fill; both
+  // passes are parallel over rows.
   m.row_ptr_.assign(static_cast<size_t>(nrows + 1), 0);
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < nrows; ++r) {
-    const uint8_t* row = grid + r * m.nkb_;
-    for (int64_t kb = 0; kb < m.nkb_; ++kb)
-      if (row[kb] != 0) {
-        m.col_idx_.push_back(static_cast<int32_t>(kb));
-        m.full_.push_back(1);
-        m.bitmap_ptr_.push_back(-1);
-      }
-    m.row_ptr_[static_cast<size_t>(r + 1)] = static_cast<int64_t>(m.col_idx_.size());
+    const uint8_t* row = grid + r * nkb;
+    m.row_ptr_[static_cast<size_t>(r + 1)] = nkb - std::count(row, row + nkb, uint8_t{0});
+  }
+  for (size_t r = 0; r < static_cast<size_t>(nrows); ++r) m.row_ptr_[r + 1] += m.row_ptr_[r];
+  const auto n = static_cast<size_t>(m.row_ptr_.back());
+  m.col_idx_.resize(n);
+  m.full_.assign(n, 1);
+  m.bitmap_ptr_.assign(n, -1);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < nrows; ++r) {
+    const uint8_t* row = grid + r * nkb;
+    auto e = static_cast<size_t>(m.row_ptr_[static_cast<size_t>(r)]);
+    for (int64_t kb = 0; kb < nkb; ++kb)
+      if (row[kb] != 0) m.col_idx_[e++] = static_cast<int32_t>(kb);
   }
   return m;
 }
@@ -206,6 +241,53 @@ double BlockMask::density() const {
   const int64_t total = batch_ * heads_ * nqb_ * nkb_;
   if (total == 0) return 0.0;
   return static_cast<double>(col_idx_.size()) / static_cast<double>(total);
+}
+
+std::string BlockMask::to_string(int64_t b, int64_t h, int max_cells) const {
+  if (max_cells < 1)
+    throw Error(ErrorCode::Shape, fmt::format("BlockMask::to_string: max_cells must be >= 1 (got {})", max_cells));
+  const int64_t bb = batch_ == 1 ? 0 : b, hh = heads_ == 1 ? 0 : h;
+  if (bb < 0 || bb >= batch_ || hh < 0 || hh >= heads_)
+    throw Error(ErrorCode::Shape, fmt::format("BlockMask::to_string: (b={}, h={}) is outside the mask "
+                                              "(batch={}, heads={})",
+                                              b, h, batch_, heads_));
+  const auto row0 = static_cast<size_t>((bb * heads_ + hh) * nqb_);
+  const auto e_begin = static_cast<size_t>(row_ptr_[row0]);
+  const auto e_end = static_cast<size_t>(row_ptr_[row0 + static_cast<size_t>(nqb_)]);
+  const auto nfull = std::count(full_.begin() + static_cast<ptrdiff_t>(e_begin),
+                                full_.begin() + static_cast<ptrdiff_t>(e_end), uint8_t{1});
+  const auto nactive = static_cast<int64_t>(e_end - e_begin);
+  const int64_t blocks = nqb_ * nkb_;
+  std::string out = fmt::format(
+      "BlockMask b={} h={} (batch {}, heads {}): q_len {}, kv_len {}, block {}x{} (grid {} x {}), "
+      "density {:.3g}% ({} full '#', {} partial '+', {} inactive '.')\n",
+      b, h, batch_, heads_, q_len_, kv_len_, block_q_, block_k_, nqb_, nkb_,
+      blocks == 0 ? 0.0 : 100.0 * static_cast<double>(nactive) / static_cast<double>(blocks), nfull,
+      nactive - nfull, blocks - nactive);
+
+  // Each character stands for fq x fk blocks; in a group the strongest state wins, so a lone
+  // active block in a sea of inactive ones still shows (what one looks for in a big mask).
+  const int64_t fq = std::max<int64_t>(1, ceil_div(nqb_, max_cells));
+  const int64_t fk = std::max<int64_t>(1, ceil_div(nkb_, max_cells));
+  if (fq > 1 || fk > 1)
+    out += fmt::format("(downsampled: one character = {} x {} blocks, showing the strongest of them: "
+                       "# over + over .)\n",
+                       fq, fk);
+  static constexpr char kGlyph[] = {'.', '+', '#'};
+  std::vector<uint8_t> line(static_cast<size_t>(ceil_div(nkb_, fk)));
+  for (int64_t g = 0; g * fq < nqb_; ++g) {
+    std::fill(line.begin(), line.end(), 0);
+    for (int64_t qb = g * fq; qb < std::min(nqb_, (g + 1) * fq); ++qb) {
+      const auto r = row0 + static_cast<size_t>(qb);
+      for (auto e = static_cast<size_t>(row_ptr_[r]); e < static_cast<size_t>(row_ptr_[r + 1]); ++e) {
+        uint8_t& c = line[static_cast<size_t>(col_idx_[e] / fk)];
+        c = std::max<uint8_t>(c, full_[e] ? 2 : 1);
+      }
+    }
+    for (uint8_t c : line) out += kGlyph[c];
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace attnfuse
