@@ -76,6 +76,13 @@ BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, con
   std::vector<RowBuild> rows(static_cast<size_t>(nrows));
   std::exception_ptr failure;
 
+  // Why a classifier rather than a faster cell loop: the per-cell path is bound by the predicate
+  // call through std::function (about 2 ns per cell per thread; gathering the bits in a register
+  // instead of or-ing them into memory measured no faster), so at 128k its 17 G cells take 15-45 s
+  // on the 2-core dev machine whatever the loop does. The classifier removes cells instead: only
+  // Partial blocks are evaluated, O(diagonal) of them for structured masks, and the same masks
+  // take 10-80 ms (bench/results/2026-11-30-block-mask-construction.txt).
+  //
   // One task per block row (b, h, qb): rows cost very different amounts (a causal row's work grows
   // with qb), hence the dynamic schedule.
 #pragma omp parallel
