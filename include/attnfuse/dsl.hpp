@@ -85,6 +85,8 @@ Expr full(const Expr& s);
 Expr causal(const Expr& s);
 Expr sliding_window(const Expr& s, int64_t window);
 Expr block_sparse(const Expr& s);
+// Packed sequences: the documents come from AttentionArgs::cu_seqlens_q / cu_seqlens_k.
+Expr document(const Expr& s);
 
 Expr alibi(const Expr& s);  // standard slopes
 Expr alibi(const Expr& s, std::vector<double> slopes);

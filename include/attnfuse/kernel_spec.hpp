@@ -15,7 +15,9 @@ namespace attnfuse {
 // ---- Roles: what the kernel is made of (compile-time structure) ----------------------------
 
 enum class ScoreKind { ScaledDot, Rope, RopeWindow };
-enum class MaskKind { Causal, SlidingWindow, BlockSparse };  // `full` is the empty set
+// `full` is the empty set. Document: packed sequences, cells (i, j) of one document only, with
+// positions counted inside each document (attention.hpp, AttentionArgs::cu_seqlens_q).
+enum class MaskKind { Causal, SlidingWindow, BlockSparse, Document };
 enum class ModifierKind { Alibi, AdditiveBias, Softcap };
 enum class NormKind { Softmax, ReluAttention };
 enum class Target { Cpu, Cuda };
@@ -141,6 +143,7 @@ struct KernelSpec {
 
   bool needs_bias() const { return modifiers.has(ModifierKind::AdditiveBias); }
   bool needs_block_mask() const { return masks.has(MaskKind::BlockSparse); }
+  bool needs_cu_seqlens() const { return masks.has(MaskKind::Document); }
 };
 
 // Canonical multi-line printout (`attnfuse compile --emit spec`), stable for golden tests.

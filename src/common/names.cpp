@@ -45,6 +45,7 @@ const char* mask_kind_name(MaskKind k) {
     case MaskKind::Causal: return "causal";
     case MaskKind::SlidingWindow: return "sliding_window";
     case MaskKind::BlockSparse: return "block_sparse";
+    case MaskKind::Document: return "document";
   }
   return "?";
 }

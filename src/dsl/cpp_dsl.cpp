@@ -123,6 +123,7 @@ Expr sliding_window(const Expr& s, int64_t window) {
   return make(ir::Op::SlidingWindow, {s}, {ir::Param{"window", static_cast<double>(window), {}}});
 }
 Expr block_sparse(const Expr& s) { return make(ir::Op::BlockSparse, {s}); }
+Expr document(const Expr& s) { return make(ir::Op::Document, {s}); }
 
 Expr alibi(const Expr& s) { return make(ir::Op::Alibi, {s}); }
 Expr alibi(const Expr& s, std::vector<double> slopes) {

@@ -363,9 +363,9 @@ class Lowerer {
       const size_t k = i - spec->operands.size();
       if (k >= spec->params.size())
         error(a.loc, spec->params.empty()
-                         ? fmt::format("too many arguments: {} takes {} operand{} and no parameters ({})",
+                         ? fmt::format("too many arguments: {} takes {} operand{} and no parameters ({}){}",
                                        spec->name, spec->operands.size(),
-                                       spec->operands.size() == 1 ? "" : "s", spec->usage)
+                                       spec->operands.size() == 1 ? "" : "s", spec->usage, spec->argument_hint)
                          : fmt::format("too many arguments: {} takes at most {} positional "
                                        "arguments ({}); give the others by name",
                                        spec->name, spec->operands.size() + spec->params.size(), spec->usage),

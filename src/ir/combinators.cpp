@@ -123,7 +123,7 @@ constexpr Role kQK[] = {Role::Query, Role::Key};
 constexpr Role kS[] = {Role::Scores};
 constexpr Role kPV[] = {Role::Probabilities, Role::Value};
 
-const std::array<CombinatorSpec, 13> kTable = {{
+const std::array<CombinatorSpec, 14> kTable = {{
     {Op::ScaledDotProduct, "scaled_dot_product", NodeKind::ScoreOp, kQK, kScaledDotParams,
      "scaled_dot_product(Q, K, scale=1/sqrt(D))"},
     {Op::Rope, "rope", NodeKind::ScoreOp, kQK, kRopeParams, "rope(Q, K, base=10000, ...)"},
@@ -134,6 +134,10 @@ const std::array<CombinatorSpec, 13> kTable = {{
     {Op::SlidingWindow, "sliding_window", NodeKind::MaskOp, kS, kSlidingParams,
      "sliding_window(s, window)"},
     {Op::BlockSparse, "block_sparse", NodeKind::MaskOp, kS, {}, "block_sparse(s)"},
+    // Packed sequences: the boundaries are run-time tensors (cu_seqlens), not parameters.
+    {Op::Document, "document", NodeKind::MaskOp, kS, {}, "document(s)",
+     "; the documents are run-time tensors, not arguments: pass cu_seqlens_q and cu_seqlens_k "
+     "with the call (CLI: --cu-seqlens-q, --cu-seqlens-k)"},
     {Op::Alibi, "alibi", NodeKind::BiasOp, kS, kAlibiParams, "alibi(s, slopes=standard)"},
     {Op::AdditiveBias, "additive_bias", NodeKind::BiasOp, kS, {}, "additive_bias(s)"},
     {Op::Softcap, "softcap", NodeKind::BiasOp, kS, kSoftcapParams, "softcap(s, cap)"},

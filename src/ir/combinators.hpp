@@ -74,6 +74,9 @@ struct CombinatorSpec {
   std::span<const Role> operands;
   std::span<const ParamSpec> params;  // in positional order
   std::string_view usage;             // e.g. "sliding_window(s, window)", for messages
+  // Appended to "too many arguments" / "takes no parameters" errors where users are likely to
+  // pass a run-time tensor as an argument ("" for none).
+  std::string_view argument_hint;
 };
 
 // Every combinator, in Op order (Op::None excluded).

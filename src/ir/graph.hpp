@@ -20,7 +20,7 @@ const char* node_kind_name(NodeKind k);
 enum class Op {
   None,  // TensorSym
   ScaledDotProduct, Rope, RopeWindow,     // ScoreOp
-  Full, Causal, SlidingWindow, BlockSparse,  // MaskOp
+  Full, Causal, SlidingWindow, BlockSparse, Document,  // MaskOp
   Alibi, AdditiveBias, Softcap,           // BiasOp (score modifiers)
   Softmax, ReluAttention,                 // NormOp
   MatMul,                                 // MatMulPV

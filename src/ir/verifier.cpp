@@ -220,7 +220,8 @@ class Verifier {
       if (!ps) {
         const auto names = param_names(spec);
         if (names.empty())
-          fail(id, fmt::format("{} takes no parameters, but got '{}'", nm, p.name), p.loc);
+          fail(id, fmt::format("{} takes no parameters, but got '{}'{}", nm, p.name, spec.argument_hint),
+               p.loc);
         fail(id, fmt::format("unknown parameter '{}' of {}{}; its parameters are {}", p.name, nm,
                              dsl::did_you_mean(p.name, names), dsl::join_words(names)), p.loc);
       }

@@ -71,6 +71,7 @@ FusedAttention fuse(const ir::Graph& g) {
       case ir::Op::Full: break;
       case ir::Op::Causal: f.masks.add(MaskKind::Causal); break;
       case ir::Op::BlockSparse: f.masks.add(MaskKind::BlockSparse); break;
+      case ir::Op::Document: f.masks.add(MaskKind::Document); break;
       case ir::Op::SlidingWindow: {
         f.masks.add(MaskKind::SlidingWindow);
         const ir::Param* p = n.param("window");
@@ -101,7 +102,7 @@ FusedAttention fuse(const ir::Graph& g) {
 
 std::string role_lines(ScoreKind score, MaskSet masks, const ModifierChain& modifiers, NormKind norm) {
   std::string mask_text;
-  for (MaskKind k : {MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::BlockSparse})
+  for (MaskKind k : {MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::BlockSparse, MaskKind::Document})
     if (masks.has(k)) mask_text += fmt::format("{}{}", mask_text.empty() ? "" : ", ", mask_kind_name(k));
   std::string mod_text;
   for (int i = 0; i < modifiers.size(); ++i)

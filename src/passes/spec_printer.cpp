@@ -12,6 +12,7 @@ std::string to_string(const KernelSpec& s) {
   std::string inputs = "Q, K, V";
   if (s.needs_bias()) inputs += ", bias";
   if (s.needs_block_mask()) inputs += ", block_mask";
+  if (s.needs_cu_seqlens()) inputs += ", cu_seqlens_q, cu_seqlens_k";
   return fmt::format("kernel_spec\n{}  target     {}\n  dtype      {}\n  head_dim   {}\n  tile       {}\n"
                      "  inputs     {}\n",
                      passes::role_lines(s.score, s.masks, s.modifiers, s.norm), target_name(s.target),

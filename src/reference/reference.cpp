@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "attnfuse/error.hpp"
+#include "common/documents.hpp"
 #include "common/dtype.hpp"
 #include "rope/frequencies.hpp"
 
@@ -23,6 +24,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 struct Dims {
   int64_t B = 0, Hq = 0, Hkv = 0, Nq = 0, Nk = 0, D = 0, Dv = 0, group = 1, q_offset = 0;
   double scale = 1.0;
+  bool documents = false;  // document(): positions and keys per document (common/documents.hpp)
   // rope / rope_window only (rotary_dim 0 otherwise, and for D = 0: nothing to rotate).
   int rotary_dim = 0;
   rope::RopeFrequencies freqs;    // θ_r after scaling, at rope_seq_len, and the attention factor
@@ -89,6 +91,13 @@ Dims check(const KernelSpec& spec, const AttentionArgs& a) {
                               "call's batch {} and query heads {}",
                               m->batch(), m->heads(), d.B, d.Hq));
   }
+  if (spec.needs_cu_seqlens()) {
+    check_documents(a);
+    d.documents = true;
+  } else if (a.cu_seqlens_q || a.cu_seqlens_k) {
+    throw Error(ErrorCode::Unsupported, "document offsets (cu_seqlens) were given but the program "
+                                        "has no document mask");
+  }
   if (spec.modifiers.has(ModifierKind::Alibi) && spec.scalars.alibi == AlibiSlopes::Custom) {
     const auto n = static_cast<int64_t>(spec.scalars.alibi_slopes.size());
     if (n != 1 && n != d.Hq)
@@ -141,7 +150,28 @@ struct Ctx {
   const AttentionArgs& args;
   const Dims& d;
   DType rt;  // the dtype the naive form rounds to
+  const Documents* docs = nullptr;  // document(): the documents of the batch entry at hand
 };
+
+// Where the cells of query row i live: the keys its document holds and the frame of its
+// positions (common/documents.hpp). Without documents: every key, q_offset, origin 0.
+struct RowFrame {
+  int64_t q_offset = 0;      // Δ(i, j) = i + q_offset - j
+  int64_t k_lo = 0, k_hi = 0;  // keys of the row's document
+  int64_t origin = 0;        // the position of key j is j - origin
+};
+
+RowFrame frame_of(const Ctx& c, int64_t i) {
+  if (!c.docs) return {c.d.q_offset, 0, c.d.Nk, 0};
+  const Documents& docs = *c.docs;
+  const int64_t doc = docs.doc_of_query(i);
+  return {docs.shift(doc), docs.k[size_t(doc)], docs.k[size_t(doc + 1)], docs.k[size_t(doc)]};
+}
+
+// The position of key j: j, or j counted from the start of its document.
+int64_t key_position(const Ctx& c, int64_t j) {
+  return c.docs ? j - c.docs->k[size_t(c.docs->doc_of_key(j))] : j;
+}
 
 // K (transposed to [D, Nk], rotated when the score op is rope) and V ([Nk, Dv]) of one
 // (b, kv head), converted once so the inner loops are contiguous and vectorize.
@@ -160,7 +190,7 @@ KvHead<T> load_kv(const Ctx& c, int64_t b, int64_t hkv) {
   for (int64_t j = 0; j < d.Nk; ++j) {
     for (int64_t x = 0; x < d.D; ++x)
       row[size_t(x)] = load_elem(c.args.k.data, c.args.k.dtype, c.args.k.offset(b, hkv, j, x));
-    rotate(c.spec.scalars.rope, d, j, c.rt, row.data());
+    rotate(c.spec.scalars.rope, d, key_position(c, j), c.rt, row.data());
     for (int64_t x = 0; x < d.D; ++x) kv.kt[size_t(x * d.Nk + j)] = row[size_t(x)];
     for (int64_t x = 0; x < d.Dv; ++x)
       kv.v[size_t(j * d.Dv + x)] = load_elem(c.args.v.data, c.args.v.dtype, c.args.v.offset(b, hkv, j, x));
@@ -168,10 +198,11 @@ KvHead<T> load_kv(const Ctx& c, int64_t b, int64_t hkv) {
   return kv;
 }
 
-// Keys [lo, hi) that causal and sliding_window leave to row i (all keys when neither applies).
-std::pair<int64_t, int64_t> key_interval(const KernelSpec& spec, const Dims& d, int64_t i) {
-  const int64_t pq = i + d.q_offset;
-  int64_t lo = 0, hi = d.Nk;
+// Keys [lo, hi) that causal, sliding_window and document leave to row i (all keys when none
+// applies).
+std::pair<int64_t, int64_t> key_interval(const KernelSpec& spec, const RowFrame& f, int64_t i) {
+  const int64_t pq = i + f.q_offset;
+  int64_t lo = f.k_lo, hi = f.k_hi;
   if (spec.masks.has(MaskKind::Causal)) hi = std::min(hi, pq + 1);
   if (spec.masks.has(MaskKind::SlidingWindow)) {
     lo = std::max(lo, pq - spec.scalars.window + 1);
@@ -192,11 +223,13 @@ void score_rows(const Ctx& c, const KvHead<T>& kv, int64_t b, int64_t hq, int64_
   const double slope = spec.modifiers.has(ModifierKind::Alibi) ? alibi_slope(spec.scalars, hq, d.Hq) : 0.0;
   std::vector<T> q(static_cast<size_t>(rows * D));
   std::vector<std::pair<int64_t, int64_t>> range(static_cast<size_t>(rows));
+  std::vector<RowFrame> frame(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     T* qr = q.data() + r * D;
+    const RowFrame& f = frame[size_t(r)] = frame_of(c, i0 + r);
     for (int64_t x = 0; x < D; ++x) qr[x] = load_elem(c.args.q.data, c.args.q.dtype, c.args.q.offset(b, hq, i0 + r, x));
-    rotate(spec.scalars.rope, d, i0 + r + d.q_offset, c.rt, qr);
-    range[size_t(r)] = all_cells ? std::pair<int64_t, int64_t>{0, Nk} : key_interval(spec, d, i0 + r);
+    rotate(spec.scalars.rope, d, i0 + r + f.q_offset - f.origin, c.rt, qr);
+    range[size_t(r)] = all_cells ? std::pair<int64_t, int64_t>{0, Nk} : key_interval(spec, f, i0 + r);
   }
   std::fill(S, S + rows * Nk, T(0));
   // rope_window (ATFlash): pair r contributes only where |Δ| <= k * λ_r, compared as the
@@ -217,7 +250,7 @@ void score_rows(const Ctx& c, const KvHead<T>& kv, int64_t b, int64_t hq, int64_
         const T* kx = kv.kt.data() + x * Nk;
         for (int64_t j = ja; j < jb; ++j) s[j] += qx * kx[j];
       }
-      const int64_t pq = i0 + r + d.q_offset;
+      const int64_t pq = i0 + r + frame[size_t(r)].q_offset;
       for (int p = 0; p < half; ++p) {
         // Keys j with pq - w <= j <= pq + w, clipped to [ja, jb); w < 0 keeps none.
         const int64_t w = d.limits[size_t(p)];
@@ -232,7 +265,7 @@ void score_rows(const Ctx& c, const KvHead<T>& kv, int64_t b, int64_t hq, int64_
     }
   const T scale = T(d.scale), cap = T(spec.scalars.softcap);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = i0 + r, pq = i + d.q_offset;
+    const int64_t i = i0 + r, pq = i + frame[size_t(r)].q_offset;
     const auto [lo, hi] = range[size_t(r)];
     T* s = S + r * Nk;
     for (int64_t j = lo; j < hi; ++j) s[j] = rnd(c.rt, scale * s[j]);
@@ -261,7 +294,7 @@ void score_rows(const Ctx& c, const KvHead<T>& kv, int64_t b, int64_t hq, int64_
 // Which keys row i keeps (1/0 per key), every mask applied.
 void kept_row(const Ctx& c, int64_t b, int64_t hq, int64_t i, uint8_t* keep) {
   const Dims& d = c.d;
-  const auto [lo, hi] = key_interval(c.spec, d, i);
+  const auto [lo, hi] = key_interval(c.spec, frame_of(c, i), i);
   std::fill(keep, keep + d.Nk, uint8_t{0});
   if (lo >= hi) return;
   if (!c.spec.masks.has(MaskKind::BlockSparse)) {
@@ -343,12 +376,14 @@ void pv_rows(int64_t Nk, int64_t Dv, const T* v, int64_t rows, const T* P, T* ou
 }
 
 template <class T>
-void run(const Ctx& c, Result& res) {
-  const Dims& d = c.d;
+void run(const Ctx& call, Result& res) {
+  const Dims& d = call.d;
   // Rows per task: bounded so the materialized S of one task stays within ~8 MB.
   const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(256, (int64_t{1} << 20) / std::max<int64_t>(1, d.Nk)));
   const int64_t chunks = (d.Nq + rows - 1) / rows;
-  for (int64_t b = 0; b < d.B; ++b)
+  for (int64_t b = 0; b < d.B; ++b) {
+    const Documents docs = d.documents ? read_documents(call.args, b) : Documents{};
+    const Ctx c{call.spec, call.args, d, call.rt, d.documents ? &docs : nullptr};
     for (int64_t hkv = 0; hkv < d.Hkv; ++hkv) {
       if (d.Nq == 0) continue;
       const KvHead<T> kv = load_kv<T>(c, b, hkv);
@@ -382,6 +417,7 @@ void run(const Ctx& c, Result& res) {
       }
       if (failure) std::rethrow_exception(failure);
     }
+  }
 }
 
 }  // namespace
@@ -402,7 +438,8 @@ Result attention(const KernelSpec& spec, const AttentionArgs& args, Precision pr
 template <class T>
 void scores(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, T* S) {
   const Dims d = check(spec, args);
-  const Ctx c{spec, args, d, args.q.dtype};
+  const Documents docs = d.documents ? read_documents(args, b) : Documents{};
+  const Ctx c{spec, args, d, args.q.dtype, d.documents ? &docs : nullptr};
   const KvHead<T> kv = load_kv<T>(c, b, hq / d.group);
   score_rows(c, kv, b, hq, 0, d.Nq, S, true);
 }
@@ -410,7 +447,8 @@ void scores(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_
 template <class T>
 void normalize(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, T* S, T* lse) {
   const Dims d = check(spec, args);
-  const Ctx c{spec, args, d, args.q.dtype};
+  const Documents docs = d.documents ? read_documents(args, b) : Documents{};
+  const Ctx c{spec, args, d, args.q.dtype, d.documents ? &docs : nullptr};
   normalize_rows(c, b, hq, 0, d.Nq, S, lse);
 }
 
@@ -435,12 +473,20 @@ template void pv<double>(const AttentionArgs&, int64_t, int64_t, const double*, 
 template void pv<float>(const AttentionArgs&, int64_t, int64_t, const float*, float*);
 
 int64_t rope_seq_len(const AttentionArgs& args) {
+  if (args.cu_seqlens_k) return longest_key_document(args);  // positions restart per document
   const int64_t Nq = args.q.shape[2], Nk = args.k.shape[2];
   return std::max(Nk, Nq > 0 ? args.resolved_q_offset() + Nq : 0);
 }
 
 bool keeps(const KernelSpec& spec, const AttentionArgs& args, int64_t b, int64_t hq, int64_t i, int64_t j) {
-  const int64_t delta = i + args.resolved_q_offset() - j;
+  int64_t delta = i + args.resolved_q_offset() - j;
+  if (spec.masks.has(MaskKind::Document)) {
+    check_documents(args);
+    const Documents docs = read_documents(args, b);
+    const int64_t doc = docs.doc_of_query(i);
+    if (docs.doc_of_key(j) != doc) return false;
+    delta = i + docs.shift(doc) - j;
+  }
   if (spec.masks.has(MaskKind::Causal) && delta < 0) return false;
   if (spec.masks.has(MaskKind::SlidingWindow) && std::abs(delta) >= spec.scalars.window) return false;
   if (spec.masks.has(MaskKind::BlockSparse)) {

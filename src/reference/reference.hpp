@@ -23,7 +23,10 @@ struct Result {
   std::vector<double> lse;  // [B, Hq, Nq]; -inf for rows with no kept key
 };
 
-// Reads args.q/k/v/bias/block_mask (any dtype, any strides), ignores args.out/args.lse.
+// Reads args.q/k/v/bias/block_mask/cu_seqlens (any dtype, any strides), ignores args.out/args.lse.
+// document: each document is its own attention problem, aligned bottom-right, with positions
+// counted inside it (common/documents.hpp); rows of a document without keys give O = 0,
+// LSE = -inf.
 // rope / rope_window: every Hugging Face scaling, through the RoPE library (rope/frequencies.hpp)
 // at rope_seq_len(args); rope_window prunes pair r where |Δ| > rope::window_limits(...)[r].
 // Throws Error(Verify) for invalid RoPE parameters, Error(Shape) for a rotary_dim that is odd or
@@ -45,8 +48,9 @@ void pv(const AttentionArgs& args, int64_t b, int64_t hq, const T* P, T* out);
 
 // The sequence length RoPE frequencies are computed for (what `dynamic` and `longrope` read):
 // the largest position in play plus one, HF's max(position_ids) + 1, i.e. max(Nk, q_offset + Nq)
-// (Nk when Nq = 0). Kernels must use the same length so that they rotate (and, for rope_window,
-// prune) exactly as the reference does.
+// (Nk when Nq = 0). With document offsets (args.cu_seqlens_k) positions restart in each
+// document, so it is the longest key document (HF with packed position_ids). Kernels must use
+// the same length so that they rotate (and, for rope_window, prune) exactly as the reference does.
 int64_t rope_seq_len(const AttentionArgs& args);
 
 // Does the cell survive every mask of the spec? (Shared by the reference and the kernels' tests.)

@@ -8,6 +8,7 @@
 
 #include "attnfuse/attention.hpp"
 #include "attnfuse/error.hpp"
+#include "common/documents.hpp"
 #include "rope/frequencies.hpp"
 
 namespace attnfuse {
@@ -117,6 +118,16 @@ void check_block_mask(const KernelSpec& spec, const AttentionArgs& a) {
                                        m->batch(), m->heads(), B, Hq));
 }
 
+void check_cu_seqlens(const KernelSpec& spec, const AttentionArgs& a) {
+  if (!spec.needs_cu_seqlens()) {
+    if (a.cu_seqlens_q || a.cu_seqlens_k)
+      fail(ErrorCode::Unsupported, "document offsets (cu_seqlens) were given but the program has no "
+                                   "document mask; add document to the program or drop them");
+    return;
+  }
+  check_documents(a);
+}
+
 void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
   const ScalarArgs& s = spec.scalars;
   if (spec.modifiers.has(ModifierKind::Alibi) && s.alibi == AlibiSlopes::Custom) {
@@ -151,6 +162,7 @@ void validate(const KernelSpec& spec, const AttentionArgs& args) {
   check_shapes(spec, args);
   check_bias(spec, args);
   check_block_mask(spec, args);
+  check_cu_seqlens(spec, args);
   check_scalars(spec, args);
 }
 

@@ -41,6 +41,8 @@ std::vector<GoldenCase> cases() {
                program(sdp(), {causal, {Op::Softcap, {param("cap", 30.0)}}})});
   v.push_back({"block_sparse", "softmax(block_sparse(scaled_dot_product(Q, K))) @ V",
                program(sdp(), {{Op::BlockSparse}})});
+  v.push_back({"document", "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V",
+               program(sdp(), {causal, {Op::Document}, {Op::Alibi}})});
   v.push_back({"rope", "softmax(causal(rope(Q, K, base=500000))) @ V",
                program({Op::Rope, {param("base", 500000.0)}}, {causal})});
   v.push_back({"rope_window_llama3",

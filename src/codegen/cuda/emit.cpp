@@ -42,6 +42,9 @@ void check_supported(const KernelSpec& spec) {
   if (spec.masks.has(MaskKind::BlockSparse))
     throw Error(ErrorCode::Unsupported,
                 "block_sparse on CUDA arrives with the decode/sparsity issue; run it on the CPU");
+  if (spec.masks.has(MaskKind::Document))
+    throw Error(ErrorCode::Unsupported,
+                "document masks on CUDA arrive with the varlen (cu_seqlens) kernel; run it on the CPU");
 }
 
 int threads_per_block(const KernelSpec& spec) { return spec.tile.num_warps * 32; }
