@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/documents.hpp"
+
 namespace attnfuse::cli {
 
 ReferenceSet compute_reference(const KernelSpec& spec, const AttentionArgs& args) {
@@ -94,15 +96,28 @@ std::string describe(const Verdict& v, DType dtype, const std::string& indent) {
 double kept_cells(const KernelSpec& spec, const AttentionArgs& args) {
   const int64_t B = args.q.shape[0], Hq = args.q.shape[1], Nq = args.q.shape[2], Nk = args.k.shape[2];
   if (B == 0 || Hq == 0 || Nq == 0 || Nk == 0) return 0.0;
-  const int64_t q0 = args.resolved_q_offset();
   const bool causal = spec.masks.has(MaskKind::Causal);
   const bool window = spec.masks.has(MaskKind::SlidingWindow);
   const int64_t w = spec.scalars.window;
-  // Keys row i keeps under the position masks: the interval [lo, hi).
-  auto interval = [&](int64_t i, int64_t& lo, int64_t& hi) {
-    const int64_t pq = i + q0;
+  // document: each batch entry's documents (one shared entry unless the offsets are per batch).
+  std::vector<Documents> docs;
+  if (spec.needs_cu_seqlens()) {
+    const bool shared = args.cu_seqlens_q->batch == 1 && args.cu_seqlens_k->batch == 1;
+    for (int64_t b = 0; b < (shared ? 1 : B); ++b) docs.push_back(read_documents(args, b));
+  }
+  const int64_t rows = docs.size() > 1 ? B : 1;  // batch entries whose counts differ
+  // Keys row i of batch entry b keeps under the position masks: the interval [lo, hi) (inside
+  // its document, whose own Δ frame applies).
+  auto interval = [&](int64_t b, int64_t i, int64_t& lo, int64_t& hi) {
+    int64_t q0 = args.resolved_q_offset();
     lo = 0;
     hi = Nk;
+    if (!docs.empty()) {
+      const Documents& row = docs[docs.size() > 1 ? size_t(b) : 0];
+      const int64_t d = row.doc_of_query(i);
+      q0 = row.shift(d), lo = row.k[size_t(d)], hi = row.k[size_t(d + 1)];
+    }
+    const int64_t pq = i + q0;
     if (causal) hi = std::min(hi, pq + 1);
     if (window) {
       lo = std::max(lo, pq - w + 1);
@@ -113,18 +128,19 @@ double kept_cells(const KernelSpec& spec, const AttentionArgs& args) {
   const BlockMask* bm = spec.masks.has(MaskKind::BlockSparse) ? args.block_mask : nullptr;
   if (!bm) {
     double per_head = 0.0;
-    for (int64_t i = 0; i < Nq; ++i) {
-      int64_t lo, hi;
-      interval(i, lo, hi);
-      per_head += static_cast<double>(hi - lo);
-    }
-    return per_head * static_cast<double>(B * Hq);
+    for (int64_t b = 0; b < rows; ++b)
+      for (int64_t i = 0; i < Nq; ++i) {
+        int64_t lo, hi;
+        interval(b, i, lo, hi);
+        per_head += static_cast<double>(hi - lo);
+      }
+    return per_head * static_cast<double>(B / rows * Hq);
   }
   // Block mask: per (b, h) of the mask (broadcast axes counted once, then multiplied), per
   // active key block, the overlap of the block's keys with the row's interval. Partial blocks
   // (from a predicate) are counted cell by cell.
   double total = 0.0;
-  const int64_t mb = bm->batch(), mh = bm->heads();
+  const int64_t mh = bm->heads(), mb = std::max(bm->batch(), rows);  // batch entries counted
   const int bq = bm->block_q(), bk = bm->block_k();
   for (int64_t b = 0; b < mb; ++b)
     for (int64_t h = 0; h < mh; ++h)
@@ -134,7 +150,7 @@ double kept_cells(const KernelSpec& spec, const AttentionArgs& args) {
         const int64_t i_end = std::min<int64_t>(Nq, (qb + 1) * bq);
         for (int64_t i = qb * bq; i < i_end; ++i) {
           int64_t lo, hi;
-          interval(i, lo, hi);
+          interval(b, i, lo, hi);
           for (size_t e = 0; e < blocks.size(); ++e) {
             const int64_t k0 = std::max<int64_t>(lo, int64_t{blocks[e]} * bk);
             const int64_t k1 = std::min<int64_t>(hi, std::min<int64_t>(Nk, (int64_t{blocks[e]} + 1) * bk));

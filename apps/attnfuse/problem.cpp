@@ -67,6 +67,8 @@ AttentionArgs Problem::args() {
   if (want_lse) a.lse = LseView::contiguous(lse.data(), {shape.batch, shape.heads_q, shape.len_q});
   if (bias) a.bias = bias->view();
   if (block_mask) a.block_mask = &*block_mask;
+  if (cu_seqlens_q) a.cu_seqlens_q = cu_seqlens_q->view();
+  if (cu_seqlens_k) a.cu_seqlens_k = cu_seqlens_k->view();
   a.q_offset = q_offset;
   return a;
 }
@@ -92,7 +94,8 @@ io::NpyArray load_f32(const std::string& path, const char* role, const char* lay
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-void require_runtime_tensors(const KernelSpec& spec, bool have_bias, bool have_mask) {
+void require_runtime_tensors(const KernelSpec& spec, bool have_bias, bool have_mask, bool have_docs_q,
+                             bool have_docs_k) {
   if (spec.needs_bias() && !have_bias)
     throw Error(ErrorCode::MissingTensor, "the program uses additive_bias but no bias was given "
                                           "(pass --bias B.npy, shape [1|B, 1|Hq, Nq, Nk])");
@@ -103,6 +106,52 @@ void require_runtime_tensors(const KernelSpec& spec, bool have_bias, bool have_m
     throw UsageError("--bias was given but the program has no additive_bias");
   if (have_mask && !spec.needs_block_mask())
     throw UsageError("--block-mask was given but the program has no block_sparse mask");
+  if (spec.needs_cu_seqlens() && !(have_docs_q && have_docs_k))
+    throw Error(ErrorCode::MissingTensor,
+                fmt::format("the program uses document but no {} was given (pass --cu-seqlens-q CQ.npy "
+                            "--cu-seqlens-k CK.npy, int32/int64 [num_docs + 1]: FlashAttention's "
+                            "cu_seqlens)",
+                            !have_docs_q ? "--cu-seqlens-q" : "--cu-seqlens-k"));
+  if ((have_docs_q || have_docs_k) && !spec.needs_cu_seqlens())
+    throw UsageError("--cu-seqlens-q/--cu-seqlens-k were given but the program has no document mask");
+}
+
+// Document offsets from an int32/int64 .npy of shape [num_docs + 1] or [B, num_docs + 1]; the
+// values themselves are checked by validate().
+Offsets load_offsets(const std::string& path, const char* flag) {
+  const io::NpyArray a = io::read_npy(path);
+  if (a.dtype != io::NpyDType::I32 && a.dtype != io::NpyDType::I64)
+    throw Error(ErrorCode::DType, fmt::format("{}: {} must be int32 or int64, got {}", path, flag,
+                                              io::npy_dtype_name(a.dtype)));
+  if (a.shape.size() != 1 && a.shape.size() != 2)
+    throw Error(ErrorCode::Shape, fmt::format("{}: {} must be [num_docs + 1] or [B, num_docs + 1], got "
+                                              "shape {}", path, flag, a.shape_string()));
+  Offsets o;
+  o.batch = a.shape.size() == 2 ? a.shape[0] : 1;
+  o.length = a.shape.back();
+  o.values.resize(static_cast<size_t>(a.numel()));
+  for (size_t i = 0; i < o.values.size(); ++i) {
+    if (a.dtype == io::NpyDType::I32) {
+      int32_t x;
+      std::memcpy(&x, a.data.data() + i * 4, 4);
+      o.values[i] = x;
+    } else {
+      std::memcpy(&o.values[i], a.data.data() + i * 8, 8);
+    }
+  }
+  return o;
+}
+
+// n documents over [0, len): n - 1 sorted uniform cut points.
+Offsets random_offsets(std::mt19937_64& rng, int64_t n, int64_t len) {
+  Offsets o;
+  o.length = n + 1;
+  o.values.assign(static_cast<size_t>(n + 1), 0);
+  std::uniform_int_distribution<int64_t> cut(0, len);
+  for (int64_t d = 1; d < n; ++d) o.values[size_t(d)] = cut(rng);
+  o.values[size_t(n)] = len;
+  std::sort(o.values.begin(), o.values.end());
+  return o;
 }
 
 void allocate_outputs(Problem& p, bool want_lse) {
@@ -145,7 +194,8 @@ void check_fits_in_memory(const Shape& s, DType dtype, bool with_bias) {
 }
 
 Problem load_problem(const KernelSpec& spec, const FileInputs& files, DType dtype, bool want_lse) {
-  require_runtime_tensors(spec, !files.bias.empty(), !files.block_mask.empty());
+  require_runtime_tensors(spec, !files.bias.empty(), !files.block_mask.empty(), !files.cu_seqlens_q.empty(),
+                          !files.cu_seqlens_k.empty());
   const io::NpyArray q = load_f32(files.q, "Q", "[B, Hq, Nq, D]", 4);
   const io::NpyArray k = load_f32(files.k, "K", "[B, Hkv, Nk, D]", 4);
   const io::NpyArray v = load_f32(files.v, "V", "[B, Hkv, Nk, Dv]", 4);
@@ -203,6 +253,8 @@ Problem load_problem(const KernelSpec& spec, const FileInputs& files, DType dtyp
                               files.block_mask, mb, mh, s.batch, s.heads_q));
     p.block_mask = BlockMask::from_dense(grid.data(), mb, mh, s.len_q, s.len_kv, bs.q, bs.k);
   }
+  if (!files.cu_seqlens_q.empty()) p.cu_seqlens_q = load_offsets(files.cu_seqlens_q, "--cu-seqlens-q");
+  if (!files.cu_seqlens_k.empty()) p.cu_seqlens_k = load_offsets(files.cu_seqlens_k, "--cu-seqlens-k");
   allocate_outputs(p, want_lse);
   return p;
 }
@@ -230,6 +282,12 @@ Problem random_problem(const KernelSpec& spec, const Shape& s, uint64_t seed, DT
     std::bernoulli_distribution coin(0.5);
     for (auto& g : grid) g = coin(rng) ? 1 : 0;
     p.block_mask = BlockMask::from_dense(grid.data(), s.batch, s.heads_q, s.len_q, s.len_kv, bs.q, bs.k);
+  }
+  if (spec.needs_cu_seqlens()) {
+    auto rng = stream(seed, 6);
+    const int64_t n = std::uniform_int_distribution<int64_t>(1, 8)(rng);
+    p.cu_seqlens_q = random_offsets(rng, n, s.len_q);
+    p.cu_seqlens_k = s.len_q == s.len_kv ? *p.cu_seqlens_q : random_offsets(rng, n, s.len_kv);
   }
   allocate_outputs(p, want_lse);
   return p;

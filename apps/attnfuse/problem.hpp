@@ -46,6 +46,14 @@ class HostTensor {
   std::unique_ptr<std::byte[], Free> data_;
 };
 
+// Document offsets as the CLI holds them: int64 values, one row or one row per batch entry.
+struct Offsets {
+  std::vector<int64_t> values;  // batch * length, row-major
+  int64_t batch = 1, length = 0;
+  SeqOffsetsView view() const { return SeqOffsetsView::contiguous(values.data(), length, batch); }
+  int64_t documents() const { return length - 1; }
+};
+
 struct Problem {
   Shape shape;
   DType dtype = DType::F32;
@@ -54,6 +62,7 @@ struct Problem {
   std::vector<float> lse;  // [B, Hq, Nq] when want_lse
   std::optional<HostTensor> bias;
   std::optional<BlockMask> block_mask;
+  std::optional<Offsets> cu_seqlens_q, cu_seqlens_k;  // document
   std::optional<int64_t> q_offset;
 
   // Views of the buffers above (out and lse are written by a run).
@@ -63,6 +72,7 @@ struct Problem {
 // Where `run`/`bench` read their tensors from (empty path: not given).
 struct FileInputs {
   std::string q, k, v, bias, block_mask;
+  std::string cu_seqlens_q, cu_seqlens_k;  // document: int32/int64 [num_docs + 1] or [B, num_docs + 1]
   std::optional<BlockSize> block_size;  // default 64,64
   std::optional<int64_t> q_offset;
 };
@@ -72,7 +82,9 @@ struct FileInputs {
 // size) and throws Error / UsageError; validate() checks the rest before any kernel runs.
 Problem load_problem(const KernelSpec& spec, const FileInputs& files, DType dtype, bool want_lse);
 
-// Random normal(0,1) inputs (and a random bias / block grid when the program needs them).
+// Random normal(0,1) inputs (and a random bias / block grid / document split when the program
+// needs them). Documents: 1 to 8 of them, the boundaries uniform draws from the seed (empty
+// documents possible), shared by the batch, and the same for queries and keys when Nq = Nk.
 Problem random_problem(const KernelSpec& spec, const Shape& shape, uint64_t seed, DType dtype,
                        std::optional<BlockSize> block_size, std::optional<int64_t> q_offset,
                        bool want_lse);

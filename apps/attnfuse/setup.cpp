@@ -22,6 +22,14 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
   app.add_option("--block-mask", o.files.block_mask,
                  "M.npy, bool/uint8 [nQblocks, nKblocks] or [1|B, 1|Hq, nQ, nK] (block_sparse)");
   app.add_option("--block-size", o.block_size, "BQ,BK of the block mask (default 64,64)");
+  app.add_option("--cu-seqlens-q", o.files.cu_seqlens_q,
+                 "CQ.npy, int32/int64 [num_docs+1] or [B, num_docs+1]: where each document's queries "
+                 "start, ending at Nq (document; FlashAttention's cu_seqlens_q). With --shape, a "
+                 "document program gets 1-8 random documents from --seed instead (the same split "
+                 "for queries and keys when Nq = Nk)");
+  app.add_option("--cu-seqlens-k", o.files.cu_seqlens_k,
+                 "CK.npy, the same for the keys, ending at Nk; document d of the queries attends to "
+                 "document d of the keys, positions restart in each, aligned bottom-right");
   app.add_option_function<int64_t>(
       "--q-offset", [&o](const int64_t& v) { o.files.q_offset = v; },
       "position of query 0 (default Nk - Nq: bottom-right aligned)");
@@ -65,11 +73,13 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
   p.dtype = parse_dtype(o.dtype);
   const DeviceChoice device = parse_device(o.device, /*allow_auto=*/true);
   const bool any_file = !o.files.q.empty() || !o.files.k.empty() || !o.files.v.empty() ||
-                        !o.files.bias.empty() || !o.files.block_mask.empty();
+                        !o.files.bias.empty() || !o.files.block_mask.empty() ||
+                        !o.files.cu_seqlens_q.empty() || !o.files.cu_seqlens_k.empty();
   p.random = !o.shape.empty();
   p.seed = o.seed;
   if (p.random && any_file)
-    throw UsageError("--shape makes random inputs: do not combine it with --q/--k/--v/--bias/--block-mask");
+    throw UsageError("--shape makes random inputs: do not combine it with "
+                     "--q/--k/--v/--bias/--block-mask/--cu-seqlens-q/--cu-seqlens-k");
   if (!p.random && (o.files.q.empty() || o.files.k.empty() || o.files.v.empty()))
     throw UsageError("give the inputs as --q Q.npy --k K.npy --v V.npy, or --shape B,Hq,Hkv,Nq,Nk,D "
                      "for random ones");
@@ -141,9 +151,12 @@ std::string one_line(const std::string& text) {
 std::string describe_problem(const Prepared& p) {
   const Shape& sh = p.problem.shape;
   const int64_t q_offset = p.problem.q_offset.value_or(sh.len_kv - sh.len_q);  // DESIGN §2 default
-  std::string s = fmt::format("{}, dtype {}, device {}, threads {}, q_offset {}", describe(p.problem.shape),
-                              dtype_name(p.dtype), target_name(p.target), p.threads,
-                              q_offset);
+  // Documents align bottom-right each on its own: there is no single q_offset to show.
+  const std::string alignment =
+      p.problem.cu_seqlens_q ? fmt::format("{} documents (bottom-right each)", p.problem.cu_seqlens_q->documents())
+                             : fmt::format("q_offset {}", q_offset);
+  std::string s = fmt::format("{}, dtype {}, device {}, threads {}, {}", describe(p.problem.shape),
+                              dtype_name(p.dtype), target_name(p.target), p.threads, alignment);
   if (p.random) s += fmt::format(", seed {}", p.seed);
   if (!p.rope_config.empty())
     s += fmt::format(", RoPE from {} (base {}, rope_type {})", p.rope_config, p.spec.scalars.rope.base,

@@ -65,6 +65,17 @@ struct Iota {
 };
 constexpr Iota kIota{};
 
+// Rows [i0, i0 + m) of the queries, cut so that they share one BlockMask query block (qb) and
+// one document, and where their keys live: [k_lo, k_hi) (every key, or the document's), Δ of
+// (query i, key j) = i + q_offset - j, and the position of key j is j - origin (0 without
+// documents; the document's first key with them, so positions restart in each document).
+struct QueryTile {
+  int64_t i0;
+  int m;
+  int64_t qb;
+  int64_t k_lo, k_hi, q_offset, origin;
+};
+
 // One query tile of one (b, hq): fixed while its key chunks stream by.
 struct Tile {
   int64_t b, hq, hkv, i0;
@@ -72,10 +83,35 @@ struct Tile {
   int qv;    // 16-lane vectors covering m
   int mpad;  // 16 * qv
   int rows;  // m rounded up to the PV micro-kernel's rows
-  i128 pq_lo, pq_hi;  // positions of the first and last query
+  i128 pq_lo, pq_hi;  // positions of the first and last query, in the keys' frame (Δ = pq - key)
+  int64_t origin;     // RoPE rotates key j at j - origin and query i at pq(i) - origin
   float slope;        // alibi
   const void* bias_rows;  // bias at (b', h', i0, 0)
 };
+
+// The query tiles of one batch entry: [0, Nq), or each document's queries, in pieces of at most
+// block_q rows that never cross a BlockMask query block (block_sparse) or a document boundary.
+std::vector<QueryTile> query_tiles(const KernelParams& p, const Documents* docs) {
+  std::vector<QueryTile> tiles;
+  const int64_t bq = p.masks.has(MaskKind::BlockSparse) ? p.block_mask->block_q() : 0;
+  auto cut = [&](int64_t lo, int64_t hi, QueryTile keys) {
+    for (int64_t i0 = lo, i1; i0 < hi; i0 = i1) {
+      i1 = std::min(i0 + p.block_q, hi);
+      if (bq > 0) i1 = std::min(i1, (i0 / bq + 1) * bq);
+      keys.i0 = i0, keys.m = static_cast<int>(i1 - i0), keys.qb = bq > 0 ? i0 / bq : 0;
+      tiles.push_back(keys);
+    }
+  };
+  if (!docs) {
+    cut(0, p.Nq, QueryTile{0, 0, 0, 0, p.Nk, p.q_offset, 0});
+    return tiles;
+  }
+  for (int64_t d = 0; d < docs->count(); ++d) {
+    const int64_t k0 = docs->k[size_t(d)];
+    cut(docs->q[size_t(d)], docs->q[size_t(d + 1)], QueryTile{0, 0, 0, k0, docs->k[size_t(d + 1)], docs->shift(d), k0});
+  }
+  return tiles;
+}
 
 // How a key chunk is masked: nothing to check, or per-element (positions and/or a bitmap).
 struct ChunkMask {
@@ -198,7 +234,7 @@ struct Kernel {
         // Copied whole (a bulk copy of the row beats a fused read-rotate-write, measured), then
         // rotated in place: only the pairs some cell of the chunk reads.
         load_row(p.k, p.dtype, kj, p.D, kr);
-        if (p.rope) p.rope->rotate_row(p.rope->keys, a + j, kr, first_pair);
+        if (p.rope) p.rope->rotate_row(p.rope->keys, a + j - t.origin, kr, first_pair);
         w.krow[j] = kr;
       } else {
         w.krow[j] = static_cast<const float*>(p.k) + kj;
@@ -256,20 +292,22 @@ struct Kernel {
     }
   }
 
-  static void tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq, int64_t i0, int m,
-                   int64_t qb);
+  static void tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq, const QueryTile& qt);
 };
 
 template <NormKind kNorm, unsigned kMods, bool kMasked>
 void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, int64_t b,
-                                         int64_t hq, int64_t i0, int m, int64_t qb) {
+                                         int64_t hq, const QueryTile& q) {
+  const int64_t i0 = q.i0, qb = q.qb;
+  const int m = q.m;
   Tile t;
   t.b = b, t.hq = hq, t.hkv = hq / (p.Hq / p.Hkv), t.i0 = i0, t.m = m;
   t.qv = (m + kLanes - 1) / kLanes;
   t.mpad = t.qv * kLanes;
   t.rows = (m + kPvRows - 1) / kPvRows * kPvRows;
-  t.pq_lo = i128(i0) + p.q_offset;
+  t.pq_lo = i128(i0) + q.q_offset;
   t.pq_hi = t.pq_lo + (m - 1);
+  t.origin = q.origin;
   t.slope = p.alibi_slopes ? p.alibi_slopes[hq] : 0.0f;
   t.bias_rows = nullptr;
   if (p.bias) {
@@ -297,20 +335,22 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
       for (int64_t d = 0; d < nd; ++d) qt[(d0 + d) * kBQ + i] = p.scale * row[d];
     }
   }
-  // RoPE: each row rotated at its position pq(i) = i0 + i + q_offset (scale commutes with it).
+  // RoPE: each row rotated at its position pq(i) - origin (scale commutes with it).
   if (p.rope) {
     for (int i = 0; i < m; ++i) {
-      p.rope->angles(p.rope->queries, static_cast<int64_t>(t.pq_lo) + i, w.rc.data(), w.rs.data());
+      p.rope->angles(p.rope->queries, static_cast<int64_t>(t.pq_lo - t.origin) + i, w.rc.data(), w.rs.data());
       p.rope->rotate(w.rc.data(), w.rs.data(), qt + i, kBQ);
     }
   }
   for (int i = 0; i < kBQ; ++i) w.m[i] = kNegInf, w.l[i] = 0.0f, w.cnt[i] = 0.0f;
   std::fill(w.o.get(), w.o.get() + int64_t{t.rows} * w.dvp, 0.0f);
 
-  // Keys any row of the tile can keep under causal / sliding_window: [lo, hi).
+  // Keys any row of the tile can keep under causal / sliding_window: [lo, hi), within the tile's
+  // document (so key chunks of other documents are never visited, and a chunk inside the
+  // document needs no per-cell document check).
   const bool causal = p.masks.has(MaskKind::Causal);
   const bool sliding = p.masks.has(MaskKind::SlidingWindow);
-  i128 lo = 0, hi = p.Nk;
+  i128 lo = q.k_lo, hi = q.k_hi;
   if (causal) hi = std::min(hi, t.pq_hi + 1);
   if (sliding) lo = std::max(lo, t.pq_lo - p.window + 1), hi = std::min(hi, t.pq_hi + p.window);
   // Does every (row, key) pair of [a, a+n) pass the positional masks?
@@ -370,13 +410,26 @@ template <NormKind kNorm, unsigned kMods, bool kMasked>
 void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
   const int64_t heads = p.B * p.Hq;
   if (heads == 0 || p.Nq == 0) return;
-  // Query tiles per (b, hq): for block_sparse, each BlockMask query block cut into pieces.
-  const bool sparse = p.masks.has(MaskKind::BlockSparse);
-  const int64_t bq = sparse ? p.block_mask->block_q() : p.Nq;
-  const int64_t per_block = (bq + p.block_q - 1) / p.block_q;
-  const int64_t ntiles =
-      sparse ? p.block_mask->num_q_blocks() * per_block : (p.Nq + p.block_q - 1) / p.block_q;
-  const int64_t items = heads * ntiles;
+  // The work: (batch entry, query tile) pairs, each run for every query head. Latest query tiles
+  // first: under causal masks they see the most keys, and handing out the big items first
+  // balances the dynamic schedule.
+  struct Work {
+    int64_t b;
+    QueryTile tile;
+  };
+  std::vector<Work> work;
+  if (p.document_rows > 1) {  // per-batch documents: each entry its own tiles
+    for (int64_t b = 0; b < p.B; ++b) {
+      const std::vector<QueryTile> tiles = query_tiles(p, &p.documents[b]);
+      for (auto t = tiles.rbegin(); t != tiles.rend(); ++t) work.push_back({b, *t});
+    }
+  } else {
+    const std::vector<QueryTile> tiles = query_tiles(p, p.documents);
+    for (auto t = tiles.rbegin(); t != tiles.rend(); ++t)
+      for (int64_t b = 0; b < p.B; ++b) work.push_back({b, *t});
+  }
+  const int64_t items = static_cast<int64_t>(work.size()) * p.Hq;
+  if (items == 0) return;
   // Scratch for every thread, allocated up front so a failure throws here, not inside the team.
   const int threads = static_cast<int>(std::clamp<int64_t>(omp_get_max_threads(), 1, items));
   std::vector<std::unique_ptr<Workspace>> scratch;
@@ -384,16 +437,10 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
 #pragma omp parallel num_threads(threads)
   {
     Workspace& w = *scratch[static_cast<size_t>(omp_get_thread_num())];
-    // Latest query tiles first: under causal masks they see the most keys, and handing out the
-    // big items first balances the dynamic schedule.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; ++it) {
-      const int64_t t = ntiles - 1 - it / heads;
-      const int64_t b = (it % heads) / p.Hq, hq = (it % heads) % p.Hq;
-      const int64_t qb = sparse ? t / per_block : 0;
-      const int64_t i0 = sparse ? qb * bq + (t % per_block) * p.block_q : t * p.block_q;
-      const int64_t i1 = std::min({i0 + p.block_q, sparse ? (qb + 1) * bq : p.Nq, p.Nq});
-      if (i1 > i0) tile(p, w, b, hq, i0, static_cast<int>(i1 - i0), qb);
+      const Work& job = work[static_cast<size_t>(it / p.Hq)];
+      tile(p, w, job.b, it % p.Hq, job.tile);
     }
   }
 }

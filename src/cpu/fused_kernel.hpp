@@ -18,6 +18,7 @@
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/kernel_spec.hpp"
 #include "attnfuse/tensor.hpp"
+#include "common/documents.hpp"
 #include "common/dtype.hpp"
 #include "cpu/rope_plan.hpp"
 
@@ -80,13 +81,19 @@ struct KernelParams {
   // rope / rope_window: Q rotated once per query tile, K per chunk on load (so K is always
   // copied, fp32 too); null for scaled_dot_product.
   const RopePlan* rope = nullptr;
+  // document: the documents of each batch entry (one entry shared by all when the offsets are,
+  // else B); null without document masks. Query tiles never straddle a document, and a tile
+  // visits only its document's keys, with that document's positions (common/documents.hpp).
+  const Documents* documents = nullptr;
+  int64_t document_rows = 0;
 };
 
 // One compile-time specialization of the kernel. Never called with an unvalidated call.
 using KernelFn = void (*)(const KernelParams&);
 
-// The specialization for a norm, an ordered modifier chain and whether any mask is present (so
-// per-element checks exist at all). Every chain of distinct modifiers has one.
+// The specialization for a norm, an ordered modifier chain and whether any mask that checks
+// cells is present (causal, sliding_window, block_sparse: per-element checks exist at all; a
+// document mask only bounds the tiles). Every chain of distinct modifiers has one.
 KernelFn select_kernel(NormKind norm, const ModifierChain& modifiers, bool masked);
 
 namespace simd {

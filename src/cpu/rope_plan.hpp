@@ -82,7 +82,8 @@ void windowed_scores(const RopePlan& plan, const WindowSplit& split, const float
 
 // The plan of one call: frequencies of rope::rope_frequencies(params, D, seq_len) (seq_len is
 // reference::rope_seq_len of the call), tables for key positions [0, Nk) and query positions
-// [q_offset, q_offset + Nq), and the integer window limits when `windowed`. D = 0 gives an empty
+// [q_offset, q_offset + Nq) (with document masks: the range the documents' queries span, since
+// positions restart per document), and the integer window limits when `windowed`. D = 0 gives an empty
 // plan. Throws Error(Verify) for invalid parameters (as rope_frequencies).
 RopePlan make_rope_plan(const RopeParams& params, int64_t D, int64_t seq_len, bool windowed,
                         int64_t Nk, int64_t q_offset, int64_t Nq);

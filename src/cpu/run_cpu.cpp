@@ -2,10 +2,12 @@
 // fused kernel's compile-time specialization for the spec's roles.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "attnfuse/attention.hpp"
 #include "attnfuse/error.hpp"
+#include "common/documents.hpp"
 #include "cpu/fused_kernel.hpp"
 #include "reference/reference.hpp"
 
@@ -13,6 +15,23 @@ namespace attnfuse {
 namespace {
 
 std::array<int64_t, 3> bhs(const TensorView& t) { return {t.strides[0], t.strides[1], t.strides[2]}; }
+
+// The query positions RoPE must cover, [first, first + count): q_offset .. q_offset + Nq - 1, or
+// with documents, from the lowest first position of a document's queries (Lk - Lq) up to the
+// highest last one (Lk - 1).
+std::pair<int64_t, int64_t> query_positions(const std::vector<Documents>& docs, int64_t q_offset, int64_t Nq) {
+  if (docs.empty()) return {q_offset, Nq};
+  int64_t lo = 0, hi = 0;  // [lo, hi)
+  bool any = false;
+  for (const Documents& row : docs)
+    for (int64_t d = 0; d < row.count(); ++d) {
+      const int64_t lq = row.q[size_t(d + 1)] - row.q[size_t(d)], lk = row.k[size_t(d + 1)] - row.k[size_t(d)];
+      if (lq == 0) continue;
+      lo = any ? std::min(lo, lk - lq) : lk - lq, hi = any ? std::max(hi, lk) : lk;
+      any = true;
+    }
+  return {lo, hi - lo};
+}
 
 }  // namespace
 
@@ -55,15 +74,26 @@ void run_cpu(const KernelSpec& spec, const AttentionArgs& args) {
     p.bias_strides = {bias.shape[0] == 1 ? 0 : bias.strides[0], bias.shape[1] == 1 ? 0 : bias.strides[1],
                       bias.strides[2]};
   }
+  // document: the offsets as plain vectors, one entry per batch entry unless both are shared.
+  std::vector<Documents> documents;
+  if (spec.needs_cu_seqlens()) {
+    const int64_t rows = args.cu_seqlens_q->batch == 1 && args.cu_seqlens_k->batch == 1 ? 1 : p.B;
+    for (int64_t b = 0; b < rows; ++b) documents.push_back(read_documents(args, b));
+    p.documents = documents.data();
+    p.document_rows = rows;
+  }
   // RoPE: frequencies once per call at the reference's sequence length (dynamic and longrope
   // read it), so the kernel rotates and prunes exactly as the reference does.
   cpu::RopePlan rope;
   if (spec.score != ScoreKind::ScaledDot) {
+    const auto [q_first, q_count] = query_positions(documents, p.q_offset, p.Nq);
     rope = cpu::make_rope_plan(spec.scalars.rope, p.D, reference::rope_seq_len(args),
-                               spec.score == ScoreKind::RopeWindow, p.Nk, p.q_offset, p.Nq);
+                               spec.score == ScoreKind::RopeWindow, p.Nk, q_first, q_count);
     p.rope = &rope;
   }
-  const cpu::KernelFn kernel = cpu::select_kernel(spec.norm, spec.modifiers, !spec.masks.empty());
+  const bool masked = spec.masks.has(MaskKind::Causal) || spec.masks.has(MaskKind::SlidingWindow) ||
+                      spec.masks.has(MaskKind::BlockSparse);
+  const cpu::KernelFn kernel = cpu::select_kernel(spec.norm, spec.modifiers, masked);
   if (!kernel)
     throw Error(ErrorCode::Internal, "no CPU kernel specialization for this modifier chain");
   kernel(p);

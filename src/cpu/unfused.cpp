@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "attnfuse/error.hpp"
 #include "common/dtype.hpp"
 #include "cpu/fused_kernel.hpp"
 #include "reference/reference.hpp"
@@ -105,6 +106,11 @@ void run_unfused(const KernelSpec& spec, const AttentionArgs& args) {
 
 void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args) {
   validate(spec, args);
+  // This variant tiles whole rows of P; restricting them to documents would be a second copy of
+  // the fused kernel's document tiling for a benchmark-only path.
+  if (spec.needs_cu_seqlens())
+    throw Error(ErrorCode::Unsupported, "the scores+softmax ablation variant does not run document "
+                                        "masks; ablate the program without document()");
   const Dims d(args);
   constexpr int kTq = simd::kStride;  // query rows per tile: one per SIMD lane, as in the fused kernel
   constexpr float kLog2e = 1.44269504088896340736f;

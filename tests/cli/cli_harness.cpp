@@ -146,6 +146,10 @@ Expected expected(const std::string& program, const Inputs& in, DType dtype) {
                                  in.block_k);
     a.block_mask = &*mask;
   }
+  if (!in.cu_seqlens_q.empty()) {
+    a.cu_seqlens_q = SeqOffsetsView::contiguous(in.cu_seqlens_q.data(), std::ssize(in.cu_seqlens_q));
+    a.cu_seqlens_k = SeqOffsetsView::contiguous(in.cu_seqlens_k.data(), std::ssize(in.cu_seqlens_k));
+  }
   const auto exact = reference::attention(spec, a, reference::Precision::F64);
   const auto naive = reference::attention(spec, a, reference::Precision::Naive);
   return Expected{exact.out, exact.lse, naive.out, naive.lse};

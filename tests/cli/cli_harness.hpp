@@ -65,6 +65,7 @@ struct Inputs {
   std::vector<uint8_t> grid;
   int block_q = 64, block_k = 64;
   std::optional<int64_t> q_offset;
+  std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;  // document: one shared row each (empty: none)
 };
 Expected expected(const std::string& program, const Inputs& in, DType dtype);
 
