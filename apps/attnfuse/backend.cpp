@@ -1,6 +1,8 @@
 // Device resolution and dispatch for the CLI, including host <-> GPU copies for --device cuda.
 #include "backend.hpp"
 
+#include <fmt/format.h>
+
 #include <utility>
 #include <vector>
 
@@ -121,6 +123,15 @@ void CudaResident::download(const AttentionArgs& host) const {
         for (int64_t s = 0; s < host.lse->shape[2]; ++s)
           host.lse->data[b * host.lse->strides[0] + h * host.lse->strides[1] + s * host.lse->strides[2]] = lse[i++];
   }
+}
+
+std::string cuda_rope_placement_line(Target target, const KernelSpec& spec, const AttentionArgs& args) {
+  if (target != Target::Cuda || spec.score == ScoreKind::ScaledDot) return "";
+  const RopeMode mode = runtime::cuda_kernel(spec).rope_mode_for(args, spec.scalars);
+  return fmt::format("  rope placement: {} ({}{})\n", rope_mode_name(mode),
+                     mode == RopeMode::Fused ? "Q and K rotated inside the attention kernel"
+                                             : "a rotation kernel, then the attention kernel",
+                     spec.rope_mode == RopeMode::Auto ? "; chosen by the rope_mode=auto cost model" : "");
 }
 
 void run_attention(Target target, const KernelSpec& spec, const AttentionArgs& args) {

@@ -1,6 +1,7 @@
 // Which backend a CLI call runs on, and the one place that dispatches to it.
 #pragma once
 
+#include <string>
 #include <memory>
 
 #include "attnfuse/attention.hpp"
@@ -36,6 +37,10 @@ class CudaResident {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// For a rope program on CUDA: "  rope placement: <fused|prerotate> (...)\n" saying where this
+// call's Q and K are rotated (with rope_mode=auto, the cost model's choice); else "".
+std::string cuda_rope_placement_line(Target target, const KernelSpec& spec, const AttentionArgs& args);
 
 // Runs the compiled program on `target` with host tensors (validates first, never touches
 // outputs on error). On CUDA this uploads, launches, waits and downloads.

@@ -99,7 +99,8 @@ std::vector<Variant> variants(const Prepared& p, bool ablate) {
       if (!*resident) *resident = std::make_unique<CudaResident>(spec, a);
       return **resident;
     };
-    v.push_back({"fused", "fully fused (one CUDA kernel)",
+    v.push_back({"fused", spec.score == ScoreKind::ScaledDot ? "fully fused (one CUDA kernel)"
+                                                             : "fused attention on CUDA (rope placement above)",
                  [ensure](const AttentionArgs& a) { ensure(a).launch(); },
                  [ensure](const AttentionArgs& a) { ensure(a).download(a); }});
     return v;
@@ -138,7 +139,8 @@ int run_bench(const BenchCommand& c) {
 
   std::string report = fmt::format("attnfuse bench: {}\n  {}\n  work: {:.4f} of {:.0f} cells kept, "
                                    "{:.3f} GFLOP per call\n",
-                                   one_line(p.text), describe_problem(p), density, cells, flops * 1e-9);
+                                   one_line(p.text), describe_problem(p), density, cells, flops * 1e-9) +
+                       cuda_rope_placement_line(p.target, p.spec, args);
   nlohmann::json j;
   j["program"] = p.text;
   j["shape"] = {{"B", s.batch}, {"Hq", s.heads_q}, {"Hkv", s.heads_kv}, {"Nq", s.len_q},

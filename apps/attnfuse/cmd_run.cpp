@@ -48,6 +48,7 @@ int run_run(const RunCommand& c) {
                          one_line(p.text), describe_problem(p), ms)
                  .c_str(),
              stdout);
+  std::fputs(cuda_rope_placement_line(p.target, p.spec, args).c_str(), stdout);
 
   bool pass = true;
   if (c.check) {

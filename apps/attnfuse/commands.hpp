@@ -22,6 +22,8 @@ struct CompileCommand {
   std::string dtype = "fp32";
   int head_dim = 0;
   std::string rope_config;  // applied to the KernelSpec (--emit spec only)
+  std::string arch = "sm_90";      // --emit ptx: the target architecture
+  std::string rope_mode = "auto";
 };
 void add_compile_command(CLI::App& app, CompileCommand& c);
 int run_compile(const CompileCommand& c);

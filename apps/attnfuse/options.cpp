@@ -61,6 +61,13 @@ DeviceChoice parse_device(const std::string& text, bool allow_auto) {
                                allow_auto ? " or auto" : ""));
 }
 
+RopeMode parse_rope_mode(const std::string& text) {
+  if (text == "auto") return RopeMode::Auto;
+  if (text == "fused") return RopeMode::Fused;
+  if (text == "prerotate") return RopeMode::Prerotate;
+  throw UsageError(fmt::format("unknown --rope-mode '{}' (expected auto, fused or prerotate)", text));
+}
+
 Shape parse_shape(const std::string& text) {
   const auto v = parse_int_list(text, "--shape", "B,Hq,Hkv,Nq,Nk,D", 6);
   Shape s{v[0], v[1], v[2], v[3], v[4], v[5], v[5]};

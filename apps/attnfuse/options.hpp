@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attnfuse/kernel_spec.hpp"
 #include "attnfuse/tensor.hpp"
 
 namespace attnfuse::cli {
@@ -32,6 +33,7 @@ struct BlockSize {
 
 DType parse_dtype(const std::string& text);               // fp32 | bf16 | fp16
 DeviceChoice parse_device(const std::string& text, bool allow_auto);  // cpu | cuda | auto
+RopeMode parse_rope_mode(const std::string& text);        // auto | fused | prerotate
 // Six non-negative integers; heads and head dims >= 1; Hq divisible by Hkv.
 Shape parse_shape(const std::string& text);
 BlockSize parse_block_size(const std::string& text);  // BQ,BK, both >= 1

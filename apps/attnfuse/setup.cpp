@@ -38,6 +38,13 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
   app.add_option("--threads", o.threads, "CPU threads (default: OpenMP's, i.e. OMP_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber);
   add_rope_config_option(app, o.rope_config);
+  add_rope_mode_option(app, o.rope_mode);
+}
+
+void add_rope_mode_option(CLI::App& app, std::string& mode) {
+  app.add_option("--rope-mode", mode,
+                 "auto | fused | prerotate: where a CUDA rope/rope_window kernel rotates Q and K "
+                 "(auto: the tile pass's cost model picks per call; the CPU always fuses)");
 }
 
 void add_rope_config_option(CLI::App& app, std::string& path) {
@@ -92,7 +99,8 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
   const std::optional<rope::HfRopeConfig> rope_config = load_rope_config(o.rope_config);
   p.rope_config = o.rope_config;
   const auto compile = [&](Target target, int head_dim) {
-    return compile_with_rope(*p.program, CompileOptions{target, p.dtype, head_dim}, rope_config, o.rope_config);
+    return compile_with_rope(*p.program, CompileOptions{target, p.dtype, head_dim, parse_rope_mode(o.rope_mode)},
+                             rope_config, o.rope_config);
   };
   p.target = resolve_target(device);
   // The problem is built from the program's roles, which do not depend on the target; the CUDA

@@ -29,6 +29,7 @@ struct ProblemOptions {
   std::string device = "auto";
   int threads = 0;  // 0: OpenMP's default
   std::string rope_config;  // --rope-config config.json (empty: the program's RoPE as written)
+  std::string rope_mode = "auto";  // --rope-mode: where CUDA rotates Q and K
 };
 
 // Registers PROGRAM and the options above on a subcommand.
@@ -37,6 +38,8 @@ void add_problem_options(CLI::App& app, ProblemOptions& o);
 // Registers --rope-config on a subcommand (shared by compile, run and bench), with the help text
 // that states the precedence rule.
 void add_rope_config_option(CLI::App& app, std::string& path);
+// Registers --rope-mode (compile, run and bench).
+void add_rope_mode_option(CLI::App& app, std::string& mode);
 
 // Loads --rope-config (nullopt for an empty path). Error(Io) / Error(Verify) / Error(Unsupported)
 // from the loader, each naming the file.

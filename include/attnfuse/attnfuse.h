@@ -50,6 +50,15 @@ typedef struct attnfuse_kernel attnfuse_kernel;
 attnfuse_status attnfuse_compile(const char* program, attnfuse_device device, attnfuse_dtype dtype,
                                  int head_dim, attnfuse_kernel** out);
 
+/* Where a CUDA rope / rope_window kernel rotates Q and K (the CPU always fuses): AUTO lets the
+ * cost model choose per launch; FUSED rotates inside the attention kernel; PREROTATE runs a
+ * rotation kernel first into a workspace the library owns (one per stream, grown on demand). */
+typedef enum { ATTNFUSE_ROPE_AUTO = 0, ATTNFUSE_ROPE_FUSED = 1, ATTNFUSE_ROPE_PREROTATE = 2 } attnfuse_rope_mode;
+
+/* attnfuse_compile with a rope placement (attnfuse_compile uses ATTNFUSE_ROPE_AUTO). */
+attnfuse_status attnfuse_compile_rope(const char* program, attnfuse_device device, attnfuse_dtype dtype,
+                                      int head_dim, attnfuse_rope_mode rope_mode, attnfuse_kernel** out);
+
 /* Launches on `stream` (a CUstream / cudaStream_t; NULL = default stream). Asynchronous on CUDA. */
 attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_args* args, void* stream);
 

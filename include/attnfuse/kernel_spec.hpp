@@ -79,6 +79,13 @@ enum class RopeStyle { Neox, Gptj };
 enum class RopeScaling { None, Linear, Dynamic, Yarn, Llama3, Longrope };
 
 const char* rope_style_name(RopeStyle s);
+
+// Where a CUDA rope / rope_window kernel rotates Q and K: in the attention kernel as tiles
+// arrive (fused), in a rotation kernel that writes rotated copies first (prerotate), or chosen
+// per call from the shapes by the tile pass's cost model (auto; passes/rope_placement.hpp).
+// The CPU backend always fuses.
+enum class RopeMode { Auto, Fused, Prerotate };
+const char* rope_mode_name(RopeMode m);
 const char* rope_scaling_name(RopeScaling s);
 
 // RoPE parameters with Hugging Face names (rope_scaling / rope_parameters). Fields that a
@@ -138,6 +145,7 @@ struct KernelSpec {
   TileConfig tile;
   DType dtype = DType::F32;  // element type of Q/K/V/O
   int head_dim = 0;          // 0: any (the CPU kernel takes D at run time)
+  RopeMode rope_mode = RopeMode::Auto;  // rope / rope_window on CUDA (see RopeMode)
   // run-time arguments with the program's values
   ScalarArgs scalars;
 

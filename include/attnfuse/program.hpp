@@ -18,6 +18,7 @@ struct CompileOptions {
   Target target = Target::Cpu;
   DType dtype = DType::F32;
   int head_dim = 0;  // 0: decided at run time (CPU)
+  RopeMode rope_mode = RopeMode::Auto;  // CUDA rope / rope_window: where Q and K are rotated
 };
 
 class Program {

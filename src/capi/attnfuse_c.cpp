@@ -60,17 +60,30 @@ attnfuse::TensorView to_view(const attnfuse_tensor& t, attnfuse::DType dtype) {
 
 }  // namespace
 
+static_assert(static_cast<int>(attnfuse::RopeMode::Auto) == ATTNFUSE_ROPE_AUTO &&
+                  static_cast<int>(attnfuse::RopeMode::Fused) == ATTNFUSE_ROPE_FUSED &&
+                  static_cast<int>(attnfuse::RopeMode::Prerotate) == ATTNFUSE_ROPE_PREROTATE,
+              "the C enum mirrors attnfuse::RopeMode");
+
 extern "C" {
 
 attnfuse_status attnfuse_compile(const char* program, attnfuse_device device, attnfuse_dtype dtype,
                                  int head_dim, attnfuse_kernel** out) {
+  return attnfuse_compile_rope(program, device, dtype, head_dim, ATTNFUSE_ROPE_AUTO, out);
+}
+
+attnfuse_status attnfuse_compile_rope(const char* program, attnfuse_device device, attnfuse_dtype dtype,
+                                      int head_dim, attnfuse_rope_mode rope_mode, attnfuse_kernel** out) {
   if (!program || !out) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "program and out must not be NULL");
   *out = nullptr;
+  if (rope_mode < ATTNFUSE_ROPE_AUTO || rope_mode > ATTNFUSE_ROPE_PREROTATE)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "rope_mode must be ATTNFUSE_ROPE_AUTO, _FUSED or _PREROTATE");
   return guarded([&] {
     const attnfuse::Target target =
         device == ATTNFUSE_DEVICE_CUDA ? attnfuse::Target::Cuda : attnfuse::Target::Cpu;
+    const auto mode = static_cast<attnfuse::RopeMode>(static_cast<int>(rope_mode));
     auto k = std::make_unique<attnfuse_kernel>();
-    k->spec = attnfuse::Program::parse(program).compile({target, to_dtype(dtype), head_dim});
+    k->spec = attnfuse::Program::parse(program).compile({target, to_dtype(dtype), head_dim, mode});
     k->device = device;
     if (device == ATTNFUSE_DEVICE_CUDA) k->cuda = &attnfuse::runtime::cuda_kernel(k->spec);
     *out = k.release();

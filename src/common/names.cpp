@@ -71,6 +71,15 @@ const char* target_name(Target t) { return t == Target::Cpu ? "cpu" : "cuda"; }
 
 const char* rope_style_name(RopeStyle s) { return s == RopeStyle::Neox ? "neox" : "gptj"; }
 
+const char* rope_mode_name(RopeMode m) {
+  switch (m) {
+    case RopeMode::Auto: return "auto";
+    case RopeMode::Fused: return "fused";
+    case RopeMode::Prerotate: return "prerotate";
+  }
+  return "?";
+}
+
 const char* rope_scaling_name(RopeScaling s) {
   switch (s) {
     case RopeScaling::None: return "default";

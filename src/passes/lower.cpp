@@ -16,6 +16,7 @@ KernelSpec lower(const TiledAttention& t) {
   s.tile = t.tile;
   s.dtype = t.dtype;
   s.head_dim = t.head_dim;
+  s.rope_mode = t.rope_mode;
   s.scalars = f.scalars;
   if (s.score != ScoreKind::ScaledDot && s.head_dim > 0 && s.scalars.rope.rotary_dim > s.head_dim)
     throw Error(ErrorCode::Shape,

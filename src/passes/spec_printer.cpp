@@ -18,6 +18,7 @@ std::string to_string(const KernelSpec& s) {
                      passes::role_lines(s.score, s.masks, s.modifiers, s.norm), target_name(s.target),
                      dtype_name(s.dtype), s.head_dim > 0 ? std::to_string(s.head_dim) : "any (run time)",
                      passes::tile_text(s.target, s.tile), inputs) +
+         passes::rope_mode_line(s.target, s.score, s.rope_mode) +
          "run-time scalars\n" + passes::scalar_lines(s.scalars, s.score, s.masks, s.modifiers);
 }
 

@@ -26,6 +26,7 @@ TiledAttention tile(const FusedAttention& fused, const CompileOptions& options) 
   t.head_dim = d;
   t.tile = tile_sizes(options.target, d, options.dtype, fused.masks, fused.score, fused.modifiers,
                       fused.norm);
+  t.rope_mode = options.rope_mode;
   return t;
 }
 
@@ -35,12 +36,18 @@ std::string tile_text(Target target, const TileConfig& t) {
                      t.stages);
 }
 
+std::string rope_mode_line(Target target, ScoreKind score, RopeMode mode) {
+  if (target != Target::Cuda || score == ScoreKind::ScaledDot) return "";
+  return fmt::format("  rope_mode  {}\n", rope_mode_name(mode));
+}
+
 std::string to_string(const TiledAttention& t) {
   const FusedAttention& f = t.fused;
   return fmt::format("tiled_attention\n{}  target     {}\n  dtype      {}\n  head_dim   {}\n  tile       {}\n",
                      role_lines(f.score, f.masks, f.modifiers, f.norm), target_name(t.target),
                      dtype_name(t.dtype), t.head_dim > 0 ? std::to_string(t.head_dim) : "any (run time)",
                      tile_text(t.target, t.tile)) +
+         rope_mode_line(t.target, f.score, t.rope_mode) +
          "run-time scalars\n" + scalar_lines(f.scalars, f.score, f.masks, f.modifiers);
 }
 

@@ -16,6 +16,7 @@ struct TiledAttention {
   DType dtype = DType::F32;
   int head_dim = 0;  // 0: any (the CPU kernel takes D at run time)
   TileConfig tile;
+  RopeMode rope_mode = RopeMode::Auto;  // CUDA rope programs (the CPU always fuses)
   friend bool operator==(const TiledAttention&, const TiledAttention&) = default;
 };
 
@@ -29,5 +30,7 @@ std::string to_string(const TiledAttention& tiled);
 // The tile line shared with the KernelSpec printout ("block_q=64 block_k=64", plus warps and
 // stages on CUDA).
 std::string tile_text(Target target, const TileConfig& tile);
+// "  rope_mode  <mode>\n" for rope programs on CUDA, else empty.
+std::string rope_mode_line(Target target, ScoreKind score, RopeMode mode);
 
 }  // namespace attnfuse::passes

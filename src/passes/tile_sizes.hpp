@@ -13,9 +13,10 @@ inline constexpr int kCudaMaxHeadDim = 256;
 inline constexpr int kCudaSmemLimit = 227 * 1024;
 
 // Shared memory of the CUDA forward template (attention_fwd.cuh): Q tile + 2 stages of K and V,
-// rows padded by 8 elements, 2-byte elements.
-constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim) {
-  return (t.block_q + 4 * t.block_k) * (head_dim + 8) * 2;
+// rows padded by 8 elements, 2-byte elements; rope programs add their per-pair tables.
+constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim, ScoreKind score = ScoreKind::ScaledDot) {
+  const int tables = score == ScoreKind::ScaledDot ? 0 : (head_dim / 2) * 12;  // staged RoPE tables
+  return (t.block_q + 4 * t.block_k) * (head_dim + 8) * 2 + tables;
 }
 
 // head_dim == 0 means "decided at run time" (CPU only: the CPU kernel takes D as an argument).
@@ -63,11 +64,22 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
   //  - masks do not change the shape: causal/sliding skip whole tiles either way.
   (void)dtype;
   (void)masks;
-  const bool rope = score == ScoreKind::Rope || score == ScoreKind::RopeWindow;
-  const bool per_cell_work = modifiers.size() > 0 || norm == NormKind::ReluAttention || rope;
+  //  - rope (fused placement) rotates each K tile in shared memory between the barrier and the
+  //    MMA: work per key, not per cell, and dead before the scores are live, so it keeps the
+  //    plain tile at D <= 128 (255 registers, no spill at D = 128; Llama-3-8B N=16k 177 vs 158
+  //    TFLOP/s at block_k 128 vs 64). At D = 256 the rotation's registers push block_k 32 into
+  //    spills (64 B): 16 it is.
+  //  - rope_window masks Q fragments per tile and adds its few boundary pairs per cell from
+  //    shared memory, one pair at a time: 254 registers and no spill at 128 x 128 x 8 (D = 128,
+  //    fused), 0 spill at D = 256 block_k 32, so it keeps the plain tiles too.
+  const bool per_cell_work = modifiers.size() > 0 || norm == NormKind::ReluAttention;
   t.block_q = 128;
   t.stages = 2;
-  if (head_dim <= 64 && !modifiers.has(ModifierKind::AdditiveBias)) {
+  // rope_window's boundary terms plus a per-cell modifier spill at 4 warps too (16 B, gptj
+  // rope_window + alibi + sliding window, fp16, sm_80).
+  const bool spills_at_4_warps =
+      modifiers.has(ModifierKind::AdditiveBias) || (score == ScoreKind::RopeWindow && modifiers.size() > 0);
+  if (head_dim <= 64 && !spills_at_4_warps) {
     // 4 warps x 32 rows: each K/V fragment read from shared memory feeds two MMA atoms, half the
     // ldmatrix traffic per FLOP of 8 x 16. GPT-2 (D=64) N=4k: causal 190.8 -> 215.5, dense
     // 231.6 -> 267.8 TFLOP/s against 128x128x8; 128x32x4 is slower (168.7 / 204.5). The bias
@@ -82,9 +94,18 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
     t.block_k = per_cell_work ? 64 : 128;
   } else {
     t.num_warps = 8;
-    t.block_k = per_cell_work ? 16 : 32;
+    t.block_k = per_cell_work || score == ScoreKind::Rope ? 16 : 32;
   }
   return t;
+}
+
+// The tile of a CUDA rope / rope_window spec once its placement is resolved: in prerotate mode
+// the attention kernel reads rotated Q and K and does no rotation, so plain rope takes the
+// plain kernel's tile (rope_window keeps its per-cell boundary work).
+constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mode) {
+  const ScoreKind effective =
+      mode == RopeMode::Prerotate && spec.score == ScoreKind::Rope ? ScoreKind::ScaledDot : spec.score;
+  return tile_sizes(Target::Cuda, spec.head_dim, spec.dtype, spec.masks, effective, spec.modifiers, spec.norm);
 }
 
 // The CUDA choices must be launchable for every head dim the template supports.
@@ -92,12 +113,13 @@ namespace detail {
 constexpr bool cuda_tile_ok(int d, ScoreKind score) {
   const TileConfig t = tile_sizes(Target::Cuda, d, DType::BF16, MaskSet{}, score);
   return t.block_q % (16 * t.num_warps) == 0 && t.block_k % 16 == 0 &&
-         cuda_smem_bytes(t, d) <= kCudaSmemLimit;
+         cuda_smem_bytes(t, d, score) <= kCudaSmemLimit;
 }
 }  // namespace detail
 static_assert(detail::cuda_tile_ok(32, ScoreKind::ScaledDot) && detail::cuda_tile_ok(64, ScoreKind::Rope) &&
               detail::cuda_tile_ok(64, ScoreKind::ScaledDot) && detail::cuda_tile_ok(96, ScoreKind::ScaledDot) &&
-              detail::cuda_tile_ok(128, ScoreKind::Rope) && detail::cuda_tile_ok(256, ScoreKind::ScaledDot),
+              detail::cuda_tile_ok(128, ScoreKind::Rope) && detail::cuda_tile_ok(256, ScoreKind::ScaledDot) &&
+              detail::cuda_tile_ok(128, ScoreKind::RopeWindow) && detail::cuda_tile_ok(256, ScoreKind::RopeWindow),
               "a CUDA tile choice breaks the kernel template's constraints");
 
 }  // namespace attnfuse::passes

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,8 +19,12 @@
 #include "codegen/cuda/emit.hpp"
 #include "codegen/cuda/kernels/params.cuh"
 #include "common/sha256.hpp"
+#include "passes/rope_placement.hpp"
+#include "passes/tile_sizes.hpp"
+#include "reference/reference.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/nvrtc.hpp"
+#include "runtime/rope_args.hpp"
 
 namespace attnfuse::runtime {
 namespace {
@@ -31,7 +36,7 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   uint64_t k = 0;
   auto put = [&k](uint64_t value, int bits) { k = (k << bits) | (value & ((1ull << bits) - 1)); };
   put(static_cast<uint64_t>(s.score), 2);
-  put(s.masks.bits(), 3);
+  put(s.masks.bits(), 4);
   put(s.modifiers.code(), 6);
   put(static_cast<uint64_t>(s.norm), 1);
   put(static_cast<uint64_t>(s.tile.block_q), 9);
@@ -41,17 +46,23 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.dtype), 2);
   put(static_cast<uint64_t>(s.head_dim), 10);
   put(static_cast<uint64_t>(arch), 8);
-  return k;  // 58 bits
+  put(static_cast<uint64_t>(s.rope_mode), 2);         // the module of a resolved mode
+  put(static_cast<uint64_t>(s.scalars.rope.style), 1);  // neox/gptj pairing is compiled in
+  return k;  // 62 bits
 }
 
 std::string describe(const KernelSpec& s) {
   std::string masks;
-  for (MaskKind k : {MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::BlockSparse})
+  for (MaskKind k : {MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::BlockSparse, MaskKind::Document})
     if (s.masks.has(k)) masks += std::string(masks.empty() ? "" : "+") + mask_kind_name(k);
   std::string mods;
   for (int i = 0; i < s.modifiers.size(); ++i)
     mods += std::string(mods.empty() ? "" : "+") + modifier_kind_name(s.modifiers[i]);
-  return fmt::format("{} {} [{}] [{}] {} D={} tile {}x{}", score_kind_name(s.score),
+  const std::string rope = s.score == ScoreKind::ScaledDot
+                               ? ""
+                               : fmt::format(" ({} {})", rope_style_name(s.scalars.rope.style),
+                                             rope_mode_name(s.rope_mode));
+  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}", score_kind_name(s.score), rope,
                      norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
                      dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k);
 }
@@ -87,10 +98,83 @@ CompiledBinary compile_cuda(const KernelSpec& spec, int arch) {
   return out;
 }
 
-CudaKernel::CudaKernel(const KernelSpec& spec, CUmodule module, CUfunction fn, int registers)
-    : spec_(spec), module_(module), fn_(fn), registers_(registers),
-      threads_(codegen::cuda::threads_per_block(spec)),
-      smem_(codegen::cuda::shared_memory_bytes(spec)) {}
+namespace {
+
+// ATTNFUSE_CUDA_TILE=block_q,block_k,num_warps replaces the tile pass's choice: a tuning knob for
+// sweeps (bench/), read once per process.
+const std::optional<TileConfig>& tile_override() {
+  static const std::optional<TileConfig> t = []() -> std::optional<TileConfig> {
+    const char* env = std::getenv("ATTNFUSE_CUDA_TILE");
+    if (!env || !*env) return std::nullopt;
+    TileConfig c;
+    c.stages = 2;
+    if (std::sscanf(env, "%d,%d,%d", &c.block_q, &c.block_k, &c.num_warps) != 3 || c.num_warps <= 0 ||
+        c.block_q % (16 * c.num_warps) != 0 || c.block_k % 16 != 0)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("ATTNFUSE_CUDA_TILE='{}' is not block_q,block_k,num_warps with block_q a "
+                              "multiple of 16*num_warps and block_k a multiple of 16", env));
+    return c;
+  }();
+  return t;
+}
+
+// Prerotate mode's rotated copies of Q and K: one grow-only device buffer per stream (launches
+// on one stream are ordered, so reuse is safe; two streams never share one). Growing syncs the
+// stream first, since its earlier kernels may still read the old buffer.
+void* stream_workspace(CUstream stream, size_t bytes) {
+  struct Buffer {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+  };
+  static std::mutex mu;
+  static std::unordered_map<CUstream, Buffer> buffers;
+  std::lock_guard<std::mutex> lock(mu);
+  Buffer& b = buffers[stream];
+  if (b.bytes < bytes) {
+    const DriverApi& d = driver();
+    if (b.ptr) {
+      check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+      check(d.cuMemFree(b.ptr), "cuMemFree");
+      b = Buffer{};
+    }
+    check(d.cuMemAlloc(&b.ptr, bytes), "cuMemAlloc (rope prerotate workspace)");
+    b.bytes = bytes;
+  }
+  return reinterpret_cast<void*>(b.ptr);
+}
+
+}  // namespace
+
+CudaKernel::CudaKernel(const KernelSpec& spec) : spec_(spec) {
+  for (auto& v : variants_) v.store(nullptr);
+}
+
+RopeMode CudaKernel::default_mode() const {
+  if (spec_.score == ScoreKind::ScaledDot) return spec_.rope_mode;
+  return spec_.rope_mode == RopeMode::Auto ? RopeMode::Fused : spec_.rope_mode;
+}
+
+const LoadedModule& CudaKernel::module(RopeMode mode) const {
+  auto& slot = variants_[static_cast<int>(mode)];
+  if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
+  KernelSpec resolved = spec_;
+  resolved.rope_mode = mode;
+  if (spec_.score != ScoreKind::ScaledDot && !tile_override())
+    resolved.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
+  const LoadedModule& m = load_module(resolved);
+  slot.store(&m, std::memory_order_release);
+  return m;
+}
+
+RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars) const {
+  if (spec_.score == ScoreKind::ScaledDot) return spec_.rope_mode;
+  if (spec_.rope_mode != RopeMode::Auto) return spec_.rope_mode;
+  passes::RopeCallShape shape{args.q.shape[0], args.q.shape[1], args.k.shape[1], args.q.shape[2],
+                              args.k.shape[2], spec_.head_dim, args.resolved_q_offset(),
+                              spec_.masks.has(MaskKind::Causal),
+                              spec_.masks.has(MaskKind::SlidingWindow) ? scalars.window : 0};
+  return passes::choose_rope_mode(shape, passes::rope_cost_model_h200());
+}
 
 void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream) const {
   validate(spec_, args);
@@ -162,31 +246,92 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   p.inv_softcap = scalars.softcap > 0 ? static_cast<float>(1.0 / scalars.softcap) : 0.f;
   p.window = static_cast<int>(std::min<int64_t>(scalars.window, INT32_MAX));
 
-  void* params[] = {&p};
-  const unsigned grid_x = static_cast<unsigned>((Nq + spec_.tile.block_q - 1) / spec_.tile.block_q);
+  const bool rope = spec_.score != ScoreKind::ScaledDot;
+  RopeMode mode = spec_.rope_mode;
+  if (rope) {
+    p.rope = rope_args(scalars.rope, spec_.score == ScoreKind::RopeWindow, spec_.head_dim,
+                       reference::rope_seq_len(args));
+    mode = rope_mode_for(args, scalars);
+  }
+  const LoadedModule& m = module(mode);
   const DriverApi& d = driver();
-  check(d.cuLaunchKernel(fn_, grid_x, static_cast<unsigned>(Hq), static_cast<unsigned>(B),
-                         static_cast<unsigned>(threads_), 1, 1, static_cast<unsigned>(smem_), stream,
+
+  if (rope && mode == RopeMode::Prerotate) {
+    // Rotate Q and K once into contiguous copies, then run the plain kernel on them.
+    const int64_t D = spec_.head_dim;
+    const int64_t q_rows = B * Hq * Nq, k_rows = B * Hkv * Nk;
+    const size_t q_bytes = static_cast<size_t>(q_rows * D * 2);
+    char* ws = static_cast<char*>(stream_workspace(stream, q_bytes + static_cast<size_t>(k_rows * D * 2)));
+    attnfuse_kernels::RotateParams r{};
+    r.src[0] = args.q.data;
+    r.src[1] = args.k.data;
+    r.dst[0] = ws;
+    r.dst[1] = ws + q_bytes;
+    for (int i = 0; i < 3; ++i) {
+      r.src_stride[0][i] = args.q.strides[i];
+      r.src_stride[1][i] = args.k.strides[i];
+    }
+    r.heads[0] = static_cast<int>(Hq);
+    r.heads[1] = static_cast<int>(Hkv);
+    r.len[0] = static_cast<int>(Nq);
+    r.len[1] = static_cast<int>(Nk);
+    r.rows[0] = q_rows;
+    r.rows[1] = k_rows;
+    r.pos0[0] = q_offset;
+    r.pos0[1] = 0;
+    r.rope = p.rope;
+    const int64_t units = (q_rows + k_rows) * D / 2;
+    const int64_t max_blocks = int64_t{device_info().multiprocessors} * 16;
+    const auto blocks = static_cast<unsigned>(
+        std::clamp<int64_t>((units + codegen::cuda::kRotateThreads - 1) / codegen::cuda::kRotateThreads, 1, max_blocks));
+    void* rparams[] = {&r};
+    check(d.cuLaunchKernel(m.rotate, blocks, 1, 1, codegen::cuda::kRotateThreads, 1, 1, 0, stream, rparams, nullptr),
+          "cuLaunchKernel (rope rotation)");
+    p.q = r.dst[0];
+    p.k = r.dst[1];
+    p.q_stride[0] = Hq * Nq * D, p.q_stride[1] = Nq * D, p.q_stride[2] = D;
+    p.k_stride[0] = Hkv * Nk * D, p.k_stride[1] = Nk * D, p.k_stride[2] = D;
+  }
+
+  void* params[] = {&p};
+  const unsigned grid_x = static_cast<unsigned>((Nq + m.spec.tile.block_q - 1) / m.spec.tile.block_q);
+  check(d.cuLaunchKernel(m.fwd, grid_x, static_cast<unsigned>(Hq), static_cast<unsigned>(B),
+                         static_cast<unsigned>(m.threads), 1, 1, static_cast<unsigned>(m.smem), stream,
                          params, nullptr),
         "cuLaunchKernel");
 }
 
-// ATTNFUSE_CUDA_TILE=block_q,block_k,num_warps replaces the tile pass's choice: a tuning knob for
-// sweeps (bench/), read once per process.
-static const std::optional<TileConfig>& tile_override() {
-  static const std::optional<TileConfig> t = []() -> std::optional<TileConfig> {
-    const char* env = std::getenv("ATTNFUSE_CUDA_TILE");
-    if (!env || !*env) return std::nullopt;
-    TileConfig c;
-    c.stages = 2;
-    if (std::sscanf(env, "%d,%d,%d", &c.block_q, &c.block_k, &c.num_warps) != 3 || c.num_warps <= 0 ||
-        c.block_q % (16 * c.num_warps) != 0 || c.block_k % 16 != 0)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("ATTNFUSE_CUDA_TILE='{}' is not block_q,block_k,num_warps with block_q a "
-                              "multiple of 16*num_warps and block_k a multiple of 16", env));
-    return c;
-  }();
-  return t;
+const LoadedModule& load_module(const KernelSpec& spec) {
+  static std::mutex mu;
+  static std::unordered_map<uint64_t, std::unique_ptr<LoadedModule>> loaded;
+  const DeviceInfo& dev = device_info();
+  const int arch = dev.arch() >= 90 ? 90 : dev.arch();
+  const uint64_t key = structural_key(spec, arch);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = loaded.find(key); it != loaded.end()) return *it->second;
+  if (dev.arch() < 80)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("the CUDA backend needs sm_80 or newer; {} is sm_{}", dev.name, dev.arch()));
+  const int smem = codegen::cuda::shared_memory_bytes(spec);
+  if (smem > dev.max_shared_per_block)
+    throw Error(ErrorCode::Unsupported, fmt::format("kernel needs {} B of shared memory; {} offers {}",
+                                                    smem, dev.name, dev.max_shared_per_block));
+  const CompiledBinary bin = compile_cuda(spec, arch);
+  const DriverApi& d = driver();
+  auto m = std::make_unique<LoadedModule>();
+  m->spec = spec;
+  m->threads = codegen::cuda::threads_per_block(spec);
+  m->smem = smem;
+  check(d.cuModuleLoadData(&m->module, bin.cubin.data()), "cuModuleLoadData");
+  check(d.cuModuleGetFunction(&m->fwd, m->module, codegen::cuda::kEntryName), "cuModuleGetFunction");
+  if (spec.score != ScoreKind::ScaledDot && spec.rope_mode == RopeMode::Prerotate)
+    check(d.cuModuleGetFunction(&m->rotate, m->module, codegen::cuda::kRotateEntryName),
+          "cuModuleGetFunction (rope rotation)");
+  check(d.cuFuncSetAttribute(m->fwd, kFuncAttrMaxDynamicSharedBytes, smem), "cuFuncSetAttribute");
+  d.cuFuncGetAttribute(&m->registers, kFuncAttrNumRegs, m->fwd);
+  const LoadedModule& ref = *m;
+  loaded.emplace(key, std::move(m));
+  return ref;
 }
 
 const CudaKernel& cuda_kernel(const KernelSpec& requested) {
@@ -199,31 +344,15 @@ const CudaKernel& cuda_kernel(const KernelSpec& requested) {
   }
   const KernelSpec& spec = *chosen;
   static std::mutex mu;
-  static std::unordered_map<uint64_t, std::unique_ptr<CudaKernel>> loaded;
+  static std::unordered_map<uint64_t, std::unique_ptr<CudaKernel>> kernels;
   const DeviceInfo& dev = device_info();
-  const int arch = dev.arch() >= 90 ? 90 : dev.arch();
-  const uint64_t key = structural_key(spec, arch);
+  const uint64_t key = structural_key(spec, dev.arch() >= 90 ? 90 : dev.arch());
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = loaded.find(key); it != loaded.end()) return *it->second;
-  if (dev.arch() < 80)
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("the CUDA backend needs sm_80 or newer; {} is sm_{}", dev.name, dev.arch()));
-  const CompiledBinary bin = compile_cuda(spec, arch);
-  const DriverApi& d = driver();
-  CUmodule module = nullptr;
-  CUfunction fn = nullptr;
-  check(d.cuModuleLoadData(&module, bin.cubin.data()), "cuModuleLoadData");
-  check(d.cuModuleGetFunction(&fn, module, codegen::cuda::kEntryName), "cuModuleGetFunction");
-  const int smem = codegen::cuda::shared_memory_bytes(spec);
-  if (smem > dev.max_shared_per_block)
-    throw Error(ErrorCode::Unsupported, fmt::format("kernel needs {} B of shared memory; {} offers {}",
-                                                    smem, dev.name, dev.max_shared_per_block));
-  check(d.cuFuncSetAttribute(fn, kFuncAttrMaxDynamicSharedBytes, smem), "cuFuncSetAttribute");
-  int regs = 0;
-  d.cuFuncGetAttribute(&regs, kFuncAttrNumRegs, fn);
-  auto kernel = std::make_unique<CudaKernel>(spec, module, fn, regs);
+  if (auto it = kernels.find(key); it != kernels.end()) return *it->second;
+  auto kernel = std::make_unique<CudaKernel>(spec);
+  kernel->module(kernel->default_mode());  // compile now: errors surface at the first lookup
   const CudaKernel& ref = *kernel;
-  loaded.emplace(key, std::move(kernel));
+  kernels.emplace(key, std::move(kernel));
   return ref;
 }
 

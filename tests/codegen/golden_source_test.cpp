@@ -20,6 +20,7 @@ struct Golden {
   const char* program;
   DType dtype;
   int head_dim;
+  RopeMode rope_mode = RopeMode::Auto;
 };
 
 const Golden kGolden[] = {
@@ -28,6 +29,10 @@ const Golden kGolden[] = {
      DType::F16, 64},
     {"bias_softcap_bf16_d96", "softmax(softcap(additive_bias(scaled_dot_product(Q, K)), 30)) @ V", DType::BF16, 96},
     {"relu_bf16_d256", "relu_attention(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 256},
+    {"rope_fused_gptj_bf16_d128", "softmax(causal(rope(Q, K, style=gptj))) @ V", DType::BF16, 128, RopeMode::Fused},
+    {"rope_prerotate_bf16_d128", "softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, 128,
+     RopeMode::Prerotate},
+    {"rope_window_fp16_d64", "softmax(causal(rope_window(Q, K, k=1))) @ V", DType::F16, 64},
 };
 
 std::string read(const std::string& path) {
@@ -41,7 +46,7 @@ TEST(GoldenSource, EmitterOutputMatchesCommittedFiles) {
   const bool update = std::getenv("ATTNFUSE_UPDATE_GOLDEN") != nullptr;
   for (const Golden& g : kGolden) {
     SCOPED_TRACE(g.name);
-    const KernelSpec spec = Program::parse(g.program).compile({Target::Cuda, g.dtype, g.head_dim});
+    const KernelSpec spec = Program::parse(g.program).compile({Target::Cuda, g.dtype, g.head_dim, g.rope_mode});
     const std::string got = std::string("// program: ") + g.program + "\n" + codegen::cuda::emit_forward(spec);
     const std::string path = std::string(ATTNFUSE_SOURCE_DIR) + "/tests/codegen/golden/" + g.name + ".cu";
     if (update) std::ofstream(path) << got;

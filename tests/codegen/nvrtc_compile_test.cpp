@@ -32,11 +32,28 @@ const char* kPrograms[] = {
     "softmax(softcap(additive_bias(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 256))), 50)) @ V",
 };
 
+// RoPE programs in each placement: fused rotates inside the attention kernel; prerotate is the
+// plain kernel plus the rotation kernel in one module.
+struct RopeProgram {
+  const char* text;
+  RopeMode mode;
+};
+const RopeProgram kRopePrograms[] = {
+    {"softmax(causal(rope(Q, K, base=500000))) @ V", RopeMode::Fused},
+    {"softmax(causal(rope(Q, K, base=500000))) @ V", RopeMode::Prerotate},
+    {"softmax(causal(rope(Q, K, style=gptj, rotary_dim=32))) @ V", RopeMode::Fused},
+    {"softmax(softcap(causal(rope(Q, K, style=gptj, rotary_dim=32)), 30)) @ V", RopeMode::Prerotate},
+    {"softmax(causal(rope_window(Q, K, k=1, base=500000))) @ V", RopeMode::Fused},
+    {"softmax(causal(rope_window(Q, K, k=1, base=500000))) @ V", RopeMode::Prerotate},
+    {"softmax(alibi(sliding_window(causal(rope_window(Q, K, k=2, style=gptj)), 1024))) @ V", RopeMode::Fused},
+};
+
 struct Variant {
   std::string program;
   DType dtype;
   int head_dim;
   int arch;
+  RopeMode mode = RopeMode::Auto;
 };
 
 TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
@@ -47,6 +64,10 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
     for (DType t : {DType::BF16, DType::F16})
       for (int d : {64, 96, 128, 256})
         for (int arch : {80, 90}) variants.push_back({p, t, d, arch});
+  for (const RopeProgram& p : kRopePrograms)
+    for (DType t : {DType::BF16, DType::F16})
+      for (int d : {64, 96, 128, 256})
+        for (int arch : {80, 90}) variants.push_back({p.text, t, d, arch, p.mode});
 
   // NVRTC is thread-safe: compile two at a time (CI has two cores).
   std::vector<runtime::NvrtcResult> results(variants.size());
@@ -55,7 +76,8 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
     for (size_t i = begin; i < variants.size(); i += 2) {
       const Variant& v = variants[i];
       try {
-        const KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim});
+        const KernelSpec spec =
+            Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
       } catch (const std::exception& e) {
@@ -70,14 +92,16 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
   std::string table = "registers per variant (sm_80 / sm_90):\n";
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    SCOPED_TRACE(fmt::format("{} {} D={} sm_{}", v.program, dtype_name(v.dtype), v.head_dim, v.arch));
+    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={}", v.program, dtype_name(v.dtype), v.head_dim,
+                             v.arch, rope_mode_name(v.mode)));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
     EXPECT_EQ(results[i].spill_bytes, 0) << results[i].log;
     if (v.arch == 80)
-      table += fmt::format("  {:>4} D={:<3} {:>3} / {:>3}  {}\n", dtype_name(v.dtype), v.head_dim,
-                           results[i].registers, results[i + 1].registers, v.program);
+      table += fmt::format("  {:>4} D={:<3} {:>3} / {:>3}  {}{}\n", dtype_name(v.dtype), v.head_dim,
+                           results[i].registers, results[i + 1].registers, v.program,
+                           v.mode == RopeMode::Auto ? "" : fmt::format("  [{}]", rope_mode_name(v.mode)));
   }
   std::cout << table;
   // ATTNFUSE_REGISTER_TABLE=path keeps the table (bench/results/ holds the committed one).

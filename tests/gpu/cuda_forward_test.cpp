@@ -17,140 +17,14 @@
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/device_buffer.hpp"
+#include "gpu_harness.hpp"
 
 namespace attnfuse {
 namespace {
 
+using gpu_test::Case;
+using gpu_test::run_case;
 using runtime::DeviceBuffer;
-
-// One host tensor in the kernel's dtype (16-bit), BHSD contiguous.
-struct HostTensor {
-  std::vector<uint16_t> data;
-  TensorView view;
-  HostTensor(DType t, std::array<int64_t, 4> shape, std::mt19937& rng) {
-    int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
-    data.resize(static_cast<size_t>(n));
-    std::normal_distribution<float> dist(0.f, 1.f);
-    for (auto& x : data) x = t == DType::BF16 ? f32_to_bf16(dist(rng)) : f32_to_f16(dist(rng));
-    view = TensorView::contiguous(data.data(), t, shape);
-  }
-};
-
-struct Case {
-  std::string program;
-  DType dtype;
-  int head_dim;
-  int64_t B, Hq, Hkv, Nq, Nk;
-  std::optional<int64_t> q_offset;
-  bool bshd = false;  // Q/K/V/O stored [B, S, H, D] and passed as strided BHSD views
-};
-
-std::string case_name(const Case& c) {
-  return c.program + " " + dtype_name(c.dtype) + " D=" + std::to_string(c.head_dim) + " B" +
-         std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hkv" + std::to_string(c.Hkv) +
-         " Nq" + std::to_string(c.Nq) + " Nk" + std::to_string(c.Nk);
-}
-
-void run_case(const Case& c, uint32_t seed) {
-  SCOPED_TRACE(case_name(c) + " seed " + std::to_string(seed));
-  std::mt19937 rng(seed);
-  const KernelSpec spec =
-      Program::parse(c.program).compile({Target::Cuda, c.dtype, c.head_dim});
-  HostTensor q(c.dtype, {c.B, c.Hq, c.Nq, c.head_dim}, rng);
-  HostTensor k(c.dtype, {c.B, c.Hkv, c.Nk, c.head_dim}, rng);
-  HostTensor v(c.dtype, {c.B, c.Hkv, c.Nk, c.head_dim}, rng);
-  std::vector<float> bias;
-  AttentionArgs host{q.view, k.view, v.view, {}, {}, {}, nullptr, c.q_offset};
-  if (spec.needs_bias()) {
-    bias.resize(static_cast<size_t>(c.Hq * c.Nq * c.Nk));
-    std::normal_distribution<float> dist(0.f, 1.f);
-    for (auto& x : bias) x = dist(rng);
-    host.bias = TensorView::contiguous(bias.data(), DType::F32, {1, c.Hq, c.Nq, c.Nk});
-  }
-  const auto ref = reference::attention(spec, host, reference::Precision::F64);
-  const auto naive = reference::attention(spec, host, reference::Precision::Naive);
-
-  const size_t elem = 2;
-  // BSHD: the same logical tensors stored sequence-major; the kernel reads them through strides.
-  auto to_bshd = [](const HostTensor& t) {
-    const auto& sh = t.view.shape;
-    std::vector<uint16_t> out(t.data.size());
-    for (int64_t b = 0; b < sh[0]; ++b)
-      for (int64_t h = 0; h < sh[1]; ++h)
-        for (int64_t s = 0; s < sh[2]; ++s)
-          for (int64_t d = 0; d < sh[3]; ++d)
-            out[static_cast<size_t>(((b * sh[2] + s) * sh[1] + h) * sh[3] + d)] =
-                t.data[static_cast<size_t>(t.view.offset(b, h, s, d))];
-    return out;
-  };
-  auto bshd_view = [](void* data, DType dt, std::array<int64_t, 4> sh) {
-    TensorView v = TensorView::contiguous(data, dt, sh);
-    v.strides = {sh[2] * sh[1] * sh[3], sh[3], sh[1] * sh[3], 1};
-    return v;
-  };
-  DeviceBuffer dq(q.data.size() * elem), dk(k.data.size() * elem), dv(v.data.size() * elem);
-  DeviceBuffer dout(static_cast<size_t>(c.B * c.Hq * c.Nq * c.head_dim) * elem);
-  DeviceBuffer dlse(static_cast<size_t>(c.B * c.Hq * c.Nq) * 4);
-  DeviceBuffer dbias(bias.size() * 4);
-  if (c.bshd) {
-    dq.upload(to_bshd(q).data());
-    dk.upload(to_bshd(k).data());
-    dv.upload(to_bshd(v).data());
-  } else {
-    dq.upload(q.data.data());
-    dk.upload(k.data.data());
-    dv.upload(v.data.data());
-  }
-  if (!bias.empty()) dbias.upload(bias.data());
-  dout.poison();
-  dlse.poison();
-
-  AttentionArgs dev = host;
-  dev.q.data = dq.get();
-  dev.k.data = dk.get();
-  dev.v.data = dv.get();
-  dev.out = TensorView::contiguous(dout.get(), c.dtype, {c.B, c.Hq, c.Nq, c.head_dim});
-  if (c.bshd) {
-    dev.q = bshd_view(dq.get(), c.dtype, q.view.shape);
-    dev.k = bshd_view(dk.get(), c.dtype, k.view.shape);
-    dev.v = bshd_view(dv.get(), c.dtype, v.view.shape);
-    dev.out = bshd_view(dout.get(), c.dtype, {c.B, c.Hq, c.Nq, c.head_dim});
-  }
-  dev.lse = LseView::contiguous(static_cast<float*>(dlse.get()), {c.B, c.Hq, c.Nq});
-  if (!bias.empty()) dev.bias->data = dbias.get();
-  runtime::run_cuda(spec, dev, nullptr, /*sync=*/true);
-
-  std::vector<uint16_t> out(static_cast<size_t>(c.B * c.Hq * c.Nq * c.head_dim));
-  std::vector<float> lse(static_cast<size_t>(c.B * c.Hq * c.Nq));
-  dout.download(out.data());
-  dlse.download(lse.data());
-
-  if (c.bshd) {  // back to BHSD order for the comparison
-    std::vector<uint16_t> bhsd(out.size());
-    for (int64_t b = 0; b < c.B; ++b)
-      for (int64_t h = 0; h < c.Hq; ++h)
-        for (int64_t s = 0; s < c.Nq; ++s)
-          for (int64_t d = 0; d < c.head_dim; ++d)
-            bhsd[static_cast<size_t>(((b * c.Hq + h) * c.Nq + s) * c.head_dim + d)] =
-                out[static_cast<size_t>(((b * c.Nq + s) * c.Hq + h) * c.head_dim + d)];
-    out.swap(bhsd);
-  }
-  double err = 0, naive_err = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double o = c.dtype == DType::BF16 ? bf16_to_f32(out[i]) : f16_to_f32(out[i]);
-    ASSERT_FALSE(std::isnan(o)) << "unwritten or NaN output at " << i;
-    err = std::max(err, std::abs(o - ref.out[i]));
-    naive_err = std::max(naive_err, std::abs(naive.out[i] - ref.out[i]));
-  }
-  EXPECT_LE(err, 2 * naive_err + 1e-5) << "max abs error " << err << " vs naive " << naive_err;
-  for (size_t i = 0; i < lse.size(); ++i) {
-    if (std::isinf(ref.lse[i])) {
-      EXPECT_TRUE(std::isinf(lse[i]) && lse[i] < 0) << "row " << i << " lse " << lse[i];
-    } else {
-      ASSERT_NEAR(lse[i], ref.lse[i], 1e-2 + 1e-3 * std::abs(ref.lse[i])) << "row " << i;
-    }
-  }
-}
 
 class CudaForward : public ::testing::Test {
  protected:

@@ -83,6 +83,28 @@ TEST(CApi, ErrorsAreStatusCodesWithMessages) {
   attnfuse_kernel_free(k);
 }
 
+TEST(CApi, RopePlacementIsAnOption) {
+  attnfuse_kernel* k = nullptr;
+  EXPECT_EQ(attnfuse_compile_rope("softmax(causal(rope(Q, K))) @ V", ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0,
+                                  static_cast<attnfuse_rope_mode>(7), &k),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("rope_mode"), std::string::npos);
+  // The CPU always fuses; the placement is accepted and the kernel runs.
+  ASSERT_EQ(attnfuse_compile_rope("softmax(causal(rope(Q, K))) @ V", ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0,
+                                  ATTNFUSE_ROPE_PREROTATE, &k),
+            ATTNFUSE_OK)
+      << attnfuse_last_error();
+  std::vector<float> q(2 * 8 * 4, 0.5f), o(2 * 8 * 4, 7.f);
+  attnfuse_args a{};
+  a.q = view(q.data(), 1, 2, 8, 4);
+  a.k = a.q;
+  a.v = a.q;
+  a.out = view(o.data(), 1, 2, 8, 4);
+  EXPECT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+  for (float x : o) EXPECT_NEAR(x, 0.5f, 1e-6f) << "V is constant, so O is too";
+  attnfuse_kernel_free(k);
+}
+
 TEST(CApi, CudaRequestWithoutADeviceIsADeviceError) {
   if (attnfuse_cuda_available()) GTEST_SKIP() << "a CUDA device is present";
   attnfuse_kernel* k = nullptr;

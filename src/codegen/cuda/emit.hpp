@@ -11,6 +11,9 @@
 namespace attnfuse::codegen::cuda {
 
 inline constexpr const char* kEntryName = "attnfuse_fwd";
+// rope_mode = prerotate: the rotation kernel in the same module, launched with kRotateThreads.
+inline constexpr const char* kRotateEntryName = "attnfuse_rope_rotate";
+inline constexpr int kRotateThreads = 256;
 
 // One embedded header: the include name NVRTC sees and its text.
 struct EmbeddedHeader {
@@ -21,7 +24,10 @@ struct EmbeddedHeader {
 const std::vector<EmbeddedHeader>& kernel_headers();
 
 // Contract: spec.target == Cuda, spec.head_dim in the supported set, dtype bf16 or fp16
-// (check_supported throws Error(Unsupported) otherwise). Returns the translation unit.
+// (check_supported throws Error(Unsupported) otherwise). Returns the translation unit. For rope
+// programs the module follows spec.rope_mode: fused (and auto, whose per-call choice the runtime
+// makes by compiling the resolved spec) rotates inside the kernel; prerotate emits the plain
+// kernel plus the rotation kernel kRotateEntryName.
 std::string emit_forward(const KernelSpec& spec);
 
 // Throws Error(Unsupported) with a clear message when this kernel family cannot run `spec`.
@@ -30,5 +36,7 @@ void check_supported(const KernelSpec& spec);
 // Threads per block and dynamic shared memory of the emitted kernel (host side of the launch).
 int threads_per_block(const KernelSpec& spec);
 int shared_memory_bytes(const KernelSpec& spec);
+// True when the forward kernel rotates Q and K itself (rope programs not in prerotate mode).
+bool rotates_in_kernel(const KernelSpec& spec);
 
 }  // namespace attnfuse::codegen::cuda

@@ -17,6 +17,11 @@ struct Spec {
   static constexpr bool kBias = false;
   static constexpr bool kHasModifiers = false;
   static constexpr bool kRelu = true;
+  // RoPE: rotate Q and K tiles in the kernel (fused placement); rope_window's per-pair windows;
+  // neox pairs (r, r + rotary_dim/2), else gptj (2r, 2r+1).
+  static constexpr bool kRotate = false;
+  static constexpr bool kPairWindow = false;
+  static constexpr bool kNeox = true;
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {

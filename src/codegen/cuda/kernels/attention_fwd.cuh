@@ -2,10 +2,14 @@
 // cp.async double buffering, online softmax in the exp2 domain). It is a template over a Spec
 // that codegen emits: the Spec carries the structure (element type, head dim, tile shape, which
 // masks, which normalization) as constants and the score modifiers as one small hook body.
+// RoPE (rope.cuh) enters at three points: Q and K tiles rotated in shared memory (fused
+// placement), rope_window's per-tile pair plan masking the Q fragments of the QK product, and
+// its boundary pairs added per cell before the softmax.
 #pragma once
 
 #include "params.cuh"
 #include "primitives.cuh"
+#include "rope.cuh"
 
 namespace attnfuse_kernels {
 
@@ -52,17 +56,42 @@ struct FwdKernel {
   // Plain softmax programs keep raw q.k in the score tile and fold the scale into exp2's FFMA.
   static constexpr bool kRawScores = !Spec::kHasModifiers && !Spec::kRelu;
 
-  static constexpr int smem_bytes() { return (kBM + 4 * kBN) * kStride * 2; }
+  // RoPE: kRotate rotates Q once per query tile and each K tile on arrival (fused mode; in
+  // prerotate mode Q and K arrive rotated). kPairWindow is rope_window's per-pair pruning.
+  static constexpr bool kRotate = Spec::kRotate;
+  static constexpr bool kPairWindow = Spec::kPairWindow;
+  static constexpr bool kNeox = Spec::kNeox;
+  static constexpr bool kTables = kRotate || kPairWindow;  // per-pair RoPE tables staged in smem
+  using Plan = PairPlan<kD>;
+  // rope_window's compile-time pruning level for tiles far from the diagonal: the 32
+  // highest-frequency pairs dead (PairPlan::level >= 2). Every level costs one more instance of
+  // the step in the cold compile (about 0.8 s each at D = 128), and the others pay little:
+  // level 1 holds for a band of a few dozen tiles per row (|Δ| between ~λ_15 and ~λ_31), level
+  // 3 needs |Δ| beyond λ_47 (~10^5-10^6 positions for Llama-3 and Qwen2.5 RoPE). Tiles below
+  // level 2 mask their dead pairs instead of skipping them.
+  static constexpr int kPruneLevel = kPairWindow && kD / 32 >= 2 ? 2 : 0;
 
-  // Copy rows [row0, row0 + rows) of a [len, D] slice into smem (zeros past `len`).
+  // Is 16-dim chunk kk made only of pairs below 16 * level (full rotation)? neox: pair group j
+  // is chunks j (a dims) and j + D/32 (b dims); gptj: chunks 2j and 2j + 1.
+  static constexpr bool chunk_pruned(int kk, int level) {
+    if (kNeox) return (kk < kD / 32 ? kk : kk - kD / 32) < level;
+    return kk / 2 < level;
+  }
+
+  static constexpr int kTableBytes = kTables ? RopeTableBytes<kD / 2>::value : 0;
+
+  static constexpr int smem_bytes() { return (kBM + 4 * kBN) * kStride * 2 + kTableBytes; }
+
+  // Copy rows [row0, row0 + rows) of a [len, D] slice into smem (zeros past `len`). Chunk c of
+  // 8 dims is read only where bit c of `need8` is set (rope_window's dead pairs), else zeroed.
   template <int kRows>
   static __device__ __forceinline__ void load_tile(Element* smem, const Element* gmem, af_i64 row_stride,
-                                                   int row0, int len) {
+                                                   int row0, int len, u32 need8 = 0xffffffffu) {
     constexpr int kChunks = kD / 8;  // 16-byte chunks per row
     for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
       const int r = c / kChunks, ch = c % kChunks;
       const int row = row0 + r;
-      const bool ok = row < len;
+      const bool ok = row < len && ((need8 >> ch) & 1u);
       const Element* src = gmem + (ok ? (af_i64)row * row_stride : 0) + ch * 8;
       cp_async_16(smem_addr(smem + r * kStride + ch * 8), src, ok ? 16 : 0);
     }
@@ -103,6 +132,78 @@ struct FwdKernel {
       if ((af_i64)(n0 + kBN - 1) - first >= p.window) return false;
     }
     return true;
+  }
+
+  // rope_window's pair plan of (query rows [m0, m0 + kBM), key tile nb).
+  static __device__ __forceinline__ Plan plan_of(const FwdParams& p, const RopeTables& rt, int m0, int nb) {
+    const int q_last = (m0 + kBM < p.len_q ? m0 + kBM : p.len_q) - 1;
+    const int n0 = nb * kBN, k_last = (n0 + kBN < p.len_k ? n0 + kBN : p.len_k) - 1;
+    return pair_plan<kD, kNeox>(rt, m0 + (int)p.q_offset, q_last + (int)p.q_offset, n0, k_last);
+  }
+
+  // Fused placement: rotate a K tile that has landed in smem to key positions n0, n0 + 1, ...
+  static __device__ __forceinline__ void rotate_k_tile(const RopeTables& rt, Element* k_tile, int n0) {
+    rotate_tile<Element, kNeox, kBN, kStride, kThreads>(k_tile, n0, rt);
+  }
+
+  // rope_window: the Q fragment registers of 16-dim chunk kk with every dim that is not live in
+  // this tile zeroed, so the MMA adds live pairs and unrotated dims only (dead pairs' K dims may
+  // not even be loaded; boundary pairs are added per cell afterwards). Thread t holds dims
+  // 2t, 2t+1 (registers 0, 1) and 2t+8, 2t+9 (registers 2, 3) of the chunk.
+  static __device__ __forceinline__ void mask_q_fragment(u32 (&qa)[4], const Plan& plan, int kk, int t) {
+    const u32 word = plan.live_dims[kk >> 1] >> ((kk & 1) * 16);
+    const u32 lo = (word >> (2 * t)) & 3u, hi = (word >> (2 * t + 8)) & 3u;
+    const u32 mlo = ((lo & 1u) ? 0x0000ffffu : 0u) | ((lo & 2u) ? 0xffff0000u : 0u);
+    const u32 mhi = ((hi & 1u) ? 0x0000ffffu : 0u) | ((hi & 2u) ? 0xffff0000u : 0u);
+    qa[0] &= mlo;
+    qa[1] &= mlo;
+    qa[2] &= mhi;
+    qa[3] &= mhi;
+  }
+
+  // rope_window: add each boundary pair's term q_a k_a + q_b k_b to the raw scores of the cells
+  // within its window (|Δ| <= limit), reading the pair's rotated dims straight from the Q and K
+  // tiles. Boundary pairs are few per tile (their limits must fall inside the tile's range of
+  // |Δ|), so this per-cell work stays small next to the MMA.
+  static __device__ __forceinline__ void add_boundary_terms(const FwdParams& p, const RopeTables& rt,
+                                                            float (&acc_s)[kAtoms][kNT][4],
+                                                            const Plan& plan, const Element* sQ,
+                                                            const Element* k_tile, int m0, int n0, int warp,
+                                                            int g, int t) {
+#pragma unroll
+    for (int w = 0; w < (kD / 2 + 31) / 32; ++w) {
+      for (u32 m = plan.boundary[w]; m; m &= m - 1u) {
+        const int pair = 32 * w + __ffs(m) - 1;
+        const int lim = rt.limit[pair];
+        const int da = kNeox ? pair : 2 * pair;
+        const int db = kNeox ? pair + rt.half : 2 * pair + 1;
+        float qa[kAtoms][2], qb[kAtoms][2];
+#pragma unroll
+        for (int a = 0; a < kAtoms; ++a)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int rl = warp * 16 * kAtoms + a * 16 + g + hf * 8;
+            qa[a][hf] = Traits::to_float(sQ[rl * kStride + da].bits);
+            qb[a][hf] = Traits::to_float(sQ[rl * kStride + db].bits);
+          }
+        // Δ of row rl, column n*8 + 2t + e is d0 + rl - 8n - e.
+        const int d0 = m0 + warp * 16 * kAtoms + g + (int)p.q_offset - n0 - 2 * t;
+#pragma unroll
+        for (int n = 0; n < kNT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const Element* krow = k_tile + (n * 8 + 2 * t + e) * kStride;
+            const float ka = Traits::to_float(krow[da].bits), kb = Traits::to_float(krow[db].bits);
+#pragma unroll
+            for (int a = 0; a < kAtoms; ++a)
+#pragma unroll
+              for (int hf = 0; hf < 2; ++hf) {
+                const int d = d0 + a * 16 + hf * 8 - 8 * n - e;
+                if (abs(d) <= lim) acc_s[a][n][2 * hf + e] += qa[a][hf] * ka + qb[a][hf] * kb;
+              }
+          }
+      }
+    }
   }
 
   // Scores -> probabilities for one key tile: online softmax (exp2 domain) or ReLU. kMask is
@@ -185,24 +286,31 @@ struct FwdKernel {
   // probabilities, O += P V. A template on kMask so that the steps over tiles wholly inside the
   // masks are straight-line code with no per-cell check (the scheduler can then hoist the V
   // fragment loads over the softmax).
-  template <bool kMask>
-  static __device__ __forceinline__ void step(const FwdParams& p, int nb, int n_first, int n_end,
+  template <bool kMask, int kLevel>
+  static __device__ __forceinline__ void step(const FwdParams& p, const RopeTables& rt, int nb, int n_first, int n_end,
                                               const Element* sQ, Element* sK, Element* sV,
                                               const Element* gK, const Element* gV, int m0, int warp,
                                               int lane, int g, int t, int b, int h, float slope,
-                                              float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
-                                              float (&row_l)[kAtoms][2]) {
+                                              Plan& plan, float (&acc_o)[kAtoms][kDT][4],
+                                              float (&row_m)[kAtoms][2], float (&row_l)[kAtoms][2]) {
     const int stage = (nb - n_first) & 1;
     cp_async_wait<0>();
     __syncthreads();  // tile nb is in smem, and every warp is done with the other stage
+    Plan next = plan;
     if (nb + 1 < n_end) {
-      load_tile<kBN>(sK + (stage ^ 1) * kBN * kStride, gK, p.k_stride[2], (nb + 1) * kBN, p.len_k);
+      if constexpr (kPairWindow) next = plan_of(p, rt, m0, nb + 1);
+      load_tile<kBN>(sK + (stage ^ 1) * kBN * kStride, gK, p.k_stride[2], (nb + 1) * kBN, p.len_k,
+                     kPairWindow ? next.need8 : 0xffffffffu);
       load_tile<kBN>(sV + (stage ^ 1) * kBN * kStride, gV, p.v_stride[2], (nb + 1) * kBN, p.len_k);
     }
     cp_async_commit();
-    const Element* k_tile = sK + stage * kBN * kStride;
+    Element* k_tile = sK + stage * kBN * kStride;
     const Element* v_tile = sV + stage * kBN * kStride;
     const int n0 = nb * kBN;
+    if constexpr (kRotate) {
+      rotate_k_tile(rt, k_tile, n0);
+      __syncthreads();  // the rotated K tile is visible to every warp
+    }
 
     // S = Q K^T for this warp's rows.
     float acc_s[kAtoms][kNT][4];
@@ -212,11 +320,13 @@ struct FwdKernel {
       for (int n = 0; n < kNT; ++n) acc_s[a][n][0] = acc_s[a][n][1] = acc_s[a][n][2] = acc_s[a][n][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
+      if (kLevel > 0 && chunk_pruned(kk, kLevel)) continue;  // folded after unrolling: no branch
       u32 qa[kAtoms][4];
 #pragma unroll
       for (int a = 0; a < kAtoms; ++a) {
         const int row = warp * 16 * kAtoms + a * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
         ldmatrix_x4(qa[a], smem_addr(sQ + row * kStride + kk * 16 + (lane >> 4) * 8));
+        if constexpr (kPairWindow) mask_q_fragment(qa[a], plan, kk, t);
       }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
@@ -229,6 +339,12 @@ struct FwdKernel {
           mma_16816<Element>(acc_s[a][2 * np + 1], qa[a], kb[2], kb[3]);
         }
       }
+    }
+
+    if constexpr (kPairWindow) {
+      if (plan.boundary[0] | plan.boundary[1] | plan.boundary[2] | plan.boundary[3])
+        add_boundary_terms(p, rt, acc_s, plan, sQ, k_tile, m0, n0, warp, g, t);
+      plan = next;
     }
 
     // Scores -> probabilities (per-cell mask checks only in kMask steps).
@@ -263,6 +379,11 @@ struct FwdKernel {
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kBM * kStride;  // 2 stages
     Element* sV = sK + 2 * kBN * kStride;
+    RopeTables rt{};
+    if constexpr (kTables) {
+      rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + 2 * kBN * kStride));
+      __syncthreads();  // the pair plan below reads the staged limits
+    }
 
     // Causal rows near the end see the most keys: schedule those blocks first so the short ones
     // fill the tail of the grid instead of leaving SMs idle behind one long block.
@@ -296,12 +417,21 @@ struct FwdKernel {
       row_l[a][0] = row_l[a][1] = 0.f;
     }
 
+    Plan plan{};
+    if (kPairWindow && n_first < n_end) plan = plan_of(p, rt, m0, n_first);
     load_tile<kBM>(sQ, gQ, p.q_stride[2], m0, p.len_q);
     if (n_first < n_end) {
-      load_tile<kBN>(sK, gK, p.k_stride[2], n_first * kBN, p.len_k);
+      load_tile<kBN>(sK, gK, p.k_stride[2], n_first * kBN, p.len_k, kPairWindow ? plan.need8 : 0xffffffffu);
       load_tile<kBN>(sV, gV, p.v_stride[2], n_first * kBN, p.len_k);
     }
     cp_async_commit();
+    if constexpr (kRotate) {
+      // Q is rotated once per query tile, to positions m0 + q_offset ... (the first step's
+      // barrier publishes it).
+      cp_async_wait<0>();
+      __syncthreads();
+      rotate_tile<Element, kNeox, kBM, kStride, kThreads>(sQ, m0 + (int)p.q_offset, rt);
+    }
 
     // Tiles wholly inside every mask form one contiguous run [full_lo, full_hi); the boundary
     // tiles before and after it take the per-cell mask checks.
@@ -311,11 +441,20 @@ struct FwdKernel {
     while (full_hi < n_end && tile_inside(p, m0, full_hi * kBN)) ++full_hi;
     for (int nb = n_first; nb < n_end;) {
       if (nb == full_lo) {
-        for (; nb < full_hi; ++nb)
-          step<false>(p, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b, h, slope, acc_o, row_m, row_l);
+        for (; nb < full_hi; ++nb) {
+          // rope_window: tiles far from the diagonal drop whole groups of high-frequency pairs;
+          // each level is its own straight-line instantiation of the step.
+          auto interior = [&](auto level) {
+            step<false, decltype(level)::value>(p, rt, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b,
+                                                h, slope, plan, acc_o, row_m, row_l);
+          };
+          if (kPruneLevel > 0 && plan.level >= kPruneLevel) interior(Level<kPruneLevel>{});
+          else interior(Level<0>{});
+        }
         if (nb >= n_end) break;
       }
-      step<true>(p, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b, h, slope, acc_o, row_m, row_l);
+      step<true, 0>(p, rt, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b, h, slope, plan, acc_o,
+                    row_m, row_l);
       ++nb;
     }
     cp_async_wait<0>();

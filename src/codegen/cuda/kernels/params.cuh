@@ -11,6 +11,22 @@ typedef long long af_i64;
 
 namespace attnfuse_kernels {
 
+// Rotated pairs a RoPE kernel can hold: rotary_dim / 2 <= 256 / 2.
+constexpr int kMaxRopePairs = 128;
+
+// RoPE of one call (rope / rope_window programs only; zero otherwise).
+struct RopeArgs {
+  // θ_r / 2π as a 0.64 fixed-point fraction of a turn, per pair. The angle of position p is
+  // p * turn[r] mod 2^64 in integer arithmetic: exact argument reduction at any 32-bit position
+  // (fp32 p * θ_r loses ~3 digits at p = 128k), computed in the host's float64.
+  unsigned long long turn[kMaxRopePairs];
+  // rope_window: pair r keeps the cells with |Δ| <= limit[r] (rope::window_limits, clamped to
+  // 2^31 - 1, which keeps every 32-bit Δ); unused for rope.
+  int limit[kMaxRopePairs];
+  float factor;  // Hugging Face attention factor: multiplies cos and sin
+  int half;      // rotated pairs: rotary_dim / 2 (a multiple of 2 on CUDA)
+};
+
 // Strides are in elements; the last dimension of every tensor is contiguous.
 struct FwdParams {
   const void* q;  // [B, Hq, Nq, D]
@@ -37,6 +53,21 @@ struct FwdParams {
   float softcap;       // softcap c
   float inv_softcap;   // 1 / c
   int window;          // sliding_window w: keep |delta| < w
+
+  RopeArgs rope;       // rope / rope_window only
+};
+
+// The pre-rotation kernel of rope_mode = prerotate: rotates Q and K once into contiguous
+// [B, H, N, D] copies that the plain forward kernel then reads.
+struct RotateParams {
+  const void* src[2];       // Q, K (strided as below)
+  void* dst[2];             // contiguous [B, H, N, D]
+  af_i64 src_stride[2][3];  // batch, head, row
+  int heads[2];             // Hq, Hkv
+  int len[2];               // Nq, Nk
+  af_i64 rows[2];           // B * H * N of each tensor
+  af_i64 pos0[2];           // position of row 0: q_offset for Q, 0 for K
+  RopeArgs rope;
 };
 
 }  // namespace attnfuse_kernels

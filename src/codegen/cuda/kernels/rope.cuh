@@ -1,0 +1,293 @@
+// RoPE on the GPU: exact-reduction angles, rotation of tiles in shared memory (fused mode), the
+// pre-rotation kernel (prerotate mode) and the per-tile pair plan of rope_window (ATFlash).
+//
+// Both modes rotate with the same rope_rotate_pair(), so a program gives the same rotated
+// values (rounded once to the element type) whether Q and K are rotated in the attention
+// kernel or before it.
+#pragma once
+
+#include "params.cuh"
+#include "primitives.cuh"
+
+namespace attnfuse_kernels {
+
+// The per-pair RoPE arguments staged in shared memory. Kernel parameters live in the constant
+// bank, which serves one address per cycle: a warp whose lanes read 32 different pairs' turns
+// from it serializes 32 ways (measured: fused rope ran at a third of the plain kernel's speed).
+// Shared memory serves the same reads in one pass.
+struct RopeTables {
+  const unsigned long long* turn;  // [half]
+  const int* limit;                // [half] (rope_window)
+  float factor;
+  int half;
+};
+
+// Bytes of shared memory the tables of up to kPairs pairs take.
+template <int kPairs>
+struct RopeTableBytes {
+  static constexpr int value = kPairs * 12;
+};
+
+// Copies r's tables into smem (block-wide; the caller syncs before reading them).
+template <int kPairs>
+__device__ __forceinline__ RopeTables stage_rope_tables(const RopeArgs& r, char* smem) {
+  unsigned long long* turn = reinterpret_cast<unsigned long long*>(smem);
+  int* limit = reinterpret_cast<int*>(smem + kPairs * 8);
+  for (int i = threadIdx.x; i < r.half; i += blockDim.x) {
+    turn[i] = r.turn[i];
+    limit[i] = r.limit[i];
+  }
+  return RopeTables{turn, limit, r.factor, r.half};
+}
+
+// cos and sin (times the attention factor) of pair r at position pos. The angle in turns is
+// pos * turn[r] mod 1, done in 64-bit integers (wrap-around is the reduction), so it is exact to
+// 2^-32 turns; the top 32 bits as a signed fraction give an angle in [-π, π), where the MUFU
+// sine/cosine are accurate to about 4e-7.
+__device__ __forceinline__ void rope_cos_sin(const RopeTables& r, int pos, int pair, float& c, float& s) {
+  const unsigned long long turns = (unsigned long long)(long long)pos * r.turn[pair];
+  const float angle = (float)(int)(turns >> 32) * 1.4629180792671596e-9f;  // 2π / 2^32
+  __sincosf(angle, &s, &c);
+  c *= r.factor;
+  s *= r.factor;
+}
+
+// (a, b) -> (a cos - b sin, b cos + a sin): the rotation of DESIGN §2 (HF rotate_half / GPT-J).
+__device__ __forceinline__ void rope_rotate_pair(float& a, float& b, float c, float s) {
+  const float a2 = a * c - b * s;
+  b = b * c + a * s;
+  a = a2;
+}
+
+template <class Element>
+__device__ __forceinline__ void unpack2(u32 w, float& lo, float& hi) {
+  lo = ElementTraits<Element>::to_float((u16)(w & 0xffffu));
+  hi = ElementTraits<Element>::to_float((u16)(w >> 16));
+}
+
+// The two 32-bit units holding pairs (2u, 2u+1): neox pairs dims (r, r + half), so the "a" dims
+// of both pairs are one unit and the "b" dims another; gptj pairs (2r, 2r + 1), so both pairs
+// sit in one 64-bit run (a0 b0 a1 b1) and the units are its halves. Offsets in elements.
+template <bool kNeox>
+__device__ __forceinline__ void pair_units(int u, int half, int& off_a, int& off_b) {
+  if (kNeox) {
+    off_a = 2 * u;
+    off_b = 2 * u + half;
+  } else {
+    off_a = 4 * u;
+    off_b = 4 * u + 2;
+  }
+}
+
+// Rotates pairs (2u, 2u+1) held in units wa (at off_a) and wb (at off_b) to position pos.
+// Returns the rotated units; x[e] / y[e] (e = 0, 1) receive the rotated fp32 (a, b) of each pair.
+template <class Element, bool kNeox>
+__device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u, u32& wa, u32& wb,
+                                             float (&x)[2], float (&y)[2]) {
+  float a0, a1, b0, b1;
+  if (kNeox) {  // wa = (a of pair 2u, a of pair 2u+1), wb = the b dims
+    unpack2<Element>(wa, a0, a1);
+    unpack2<Element>(wb, b0, b1);
+  } else {  // wa = (a, b) of pair 2u, wb = (a, b) of pair 2u+1
+    unpack2<Element>(wa, a0, b0);
+    unpack2<Element>(wb, a1, b1);
+  }
+  float c, s;
+  rope_cos_sin(r, pos, 2 * u, c, s);
+  rope_rotate_pair(a0, b0, c, s);
+  rope_cos_sin(r, pos, 2 * u + 1, c, s);
+  rope_rotate_pair(a1, b1, c, s);
+  x[0] = a0, x[1] = a1, y[0] = b0, y[1] = b1;
+  using T = ElementTraits<Element>;
+  if (kNeox) {
+    wa = T::pack(a0, a1);
+    wb = T::pack(b0, b1);
+  } else {
+    wa = T::pack(a0, b0);
+    wb = T::pack(a1, b1);
+  }
+}
+
+// Visits the items (row, two pairs) of a kRows-row shared-memory tile (row pitch kStride
+// elements): body(row, u, wa, wb) may change the two 32-bit units in place. Each thread takes
+// kBatch items at a time, all loads first, then the math, then the stores: with one block of
+// 8 warps per SM there are too few warps to hide one item's load -> angle -> rotate -> store
+// chain, so the thread itself must keep several chains in flight. Consecutive threads take
+// consecutive units of one row, so a warp's accesses fall on distinct banks.
+template <class Element, bool kNeox, int kRows, int kStride, int kThreads, int kBatch, class Body>
+__device__ __forceinline__ void for_each_unit_pair(Element* tile, int half, Body&& body) {
+  const int units = half / 2, total = kRows * units;
+  for (int it0 = threadIdx.x; it0 < total; it0 += kThreads * kBatch) {
+    u32 wa[kBatch], wb[kBatch];
+    u32* pa[kBatch];
+    u32* pb[kBatch];
+    int row[kBatch], u[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int it = it0 + k * kThreads;
+      row[k] = it / units;
+      u[k] = it - row[k] * units;
+      int oa, ob;
+      pair_units<kNeox>(u[k], half, oa, ob);
+      pa[k] = reinterpret_cast<u32*>(tile + row[k] * kStride + oa);
+      pb[k] = reinterpret_cast<u32*>(tile + row[k] * kStride + ob);
+      if (it < total) {
+        wa[k] = *pa[k];
+        wb[k] = *pb[k];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (it0 + k * kThreads < total) body(row[k], u[k], wa[k], wb[k]);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (it0 + k * kThreads < total) {
+        *pa[k] = wa[k];
+        *pb[k] = wb[k];
+      }
+  }
+}
+
+// Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos0 + i.
+template <class Element, bool kNeox, int kRows, int kStride, int kThreads>
+__device__ __forceinline__ void rotate_tile(Element* tile, int pos0, const RopeTables& r) {
+  for_each_unit_pair<Element, kNeox, kRows, kStride, kThreads, 4>(tile, r.half, [&](int row, int u, u32& wa, u32& wb) {
+    float x[2], y[2];
+    rotate_units<Element, kNeox>(r, pos0 + row, u, wa, wb, x, y);
+  });
+}
+
+// ---- rope_window: which pairs one (query tile, key tile) keeps ---------------------------
+
+// Per tile, every rotated pair is live (in window for every cell: it stays in the MMA), dead
+// (out of window for every cell: its K dims are neither loaded nor multiplied) or boundary
+// (in window for some cells: left out of the MMA and added back per cell from the Q and K
+// tiles in shared memory).
+// Uniform over the block: every warp computes the same plan with ballots.
+template <int kD>
+struct PairPlan {
+  u32 live[4];      // bit r % 32 of word r / 32
+  u32 boundary[4];
+  u32 live_dims[kD / 32];  // per dim: unrotated or its pair live (the dims the MMA multiplies)
+  u32 need8;        // 8-dim chunks holding a live or boundary (or unrotated) dim: loaded
+  // Leading groups of 16 pairs dead in the whole tile (0 unless rotary_dim == D): their
+  // 16-dim chunks are skipped at compile time (FwdKernel::chunk_pruned), so the MMA loop stays
+  // straight-line code. Dead pairs past them are masked, not skipped.
+  int level;
+};
+
+// Compile-time tag for dispatching on a pruning level.
+template <int N>
+struct Level {
+  static constexpr int value = N;
+};
+
+// Pair of dim d, or -1 for an unrotated dim.
+template <bool kNeox>
+__device__ __forceinline__ int pair_of_dim(int d, int half) {
+  if (kNeox) return d < half ? d : (d < 2 * half ? d - half : -1);
+  return d < 2 * half ? d / 2 : -1;
+}
+
+// The plan of query positions [q_lo, q_hi] x key positions [k_lo, k_hi] (inclusive, non-empty).
+template <int kD, bool kNeox>
+__device__ __forceinline__ PairPlan<kD> pair_plan(const RopeTables& r, int q_lo, int q_hi, int k_lo, int k_hi) {
+  // |Δ| over the tile: Δ takes every value in [q_lo - k_hi, q_hi - k_lo].
+  const long long d_lo = (long long)q_lo - k_hi, d_hi = (long long)q_hi - k_lo;
+  const long long min_abs = d_lo > 0 ? d_lo : (d_hi < 0 ? -d_hi : 0);
+  const long long max_abs = (-d_lo > d_hi) ? -d_lo : d_hi;
+  const int lane = threadIdx.x & 31;
+  PairPlan<kD> plan;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const int pair = 32 * w + lane;
+    bool live = false, bnd = false;
+    if (w * 32 < kD / 2 && pair < r.half) {
+      const long long lim = r.limit[pair];
+      live = lim >= max_abs;
+      bnd = !live && lim >= min_abs;
+    }
+    plan.live[w] = __ballot_sync(0xffffffffu, live);
+    plan.boundary[w] = __ballot_sync(0xffffffffu, bnd);
+  }
+  // Lane c looks at the 8 dims of chunk c.
+  bool any_need = false;
+  if (lane < kD / 8) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int pr = pair_of_dim<kNeox>(8 * lane + e, r.half);
+      const bool l = pr < 0 || ((plan.live[pr >> 5] >> (pr & 31)) & 1u);
+      const bool b = pr >= 0 && ((plan.boundary[pr >> 5] >> (pr & 31)) & 1u);
+      any_need |= l || b;
+    }
+  }
+  plan.need8 = __ballot_sync(0xffffffffu, any_need);
+#pragma unroll
+  for (int w = 0; w < kD / 32; ++w) {
+    const int pr = pair_of_dim<kNeox>(32 * w + lane, r.half);
+    plan.live_dims[w] = __ballot_sync(0xffffffffu, pr < 0 || ((plan.live[pr >> 5] >> (pr & 31)) & 1u));
+  }
+  // Leading dead pairs: 0 .. first pair that is live or boundary.
+  int dead = r.half;
+#pragma unroll
+  for (int w = 3; w >= 0; --w) {
+    const u32 kept = plan.live[w] | plan.boundary[w];
+    if (kept) dead = 32 * w + __ffs(kept) - 1;
+  }
+  plan.level = r.half == kD / 2 ? dead / 16 : 0;
+  return plan;
+}
+
+// ---- the pre-rotation kernel (rope_mode = prerotate) -------------------------------------
+
+// Rotates Q (positions q_offset + i) and K (positions j) into contiguous [B, H, N, D] copies.
+// One thread per 32-bit unit: rotated units are handled by the thread of their "a" unit, which
+// writes both; unrotated units are copied.
+template <class Element, int kD, bool kNeox>
+struct RotateKernel {
+  static constexpr int kUnits = kD / 2;  // 32-bit units per row
+
+  static __device__ void run(const RotateParams& p) {
+    __shared__ __align__(16) char tables[RopeTableBytes<kD / 2>::value];
+    const RopeTables rope = stage_rope_tables<kD / 2>(p.rope, tables);
+    __syncthreads();
+    const af_i64 total = (p.rows[0] + p.rows[1]) * kUnits;
+    for (af_i64 it = (af_i64)blockIdx.x * blockDim.x + threadIdx.x; it < total;
+         it += (af_i64)gridDim.x * blockDim.x) {
+      const int t = it < p.rows[0] * kUnits ? 0 : 1;
+      const af_i64 rel = t == 0 ? it : it - p.rows[0] * kUnits;
+      const af_i64 row = rel / kUnits;
+      const int unit = (int)(rel - row * kUnits);
+      const int n = (int)(row % p.len[t]);
+      const af_i64 bh = row / p.len[t];
+      const int h = (int)(bh % p.heads[t]);
+      const af_i64 b = bh / p.heads[t];
+      const u32* src = reinterpret_cast<const u32*>(static_cast<const Element*>(p.src[t]) + b * p.src_stride[t][0] +
+                                                    h * p.src_stride[t][1] + n * p.src_stride[t][2]);
+      u32* dst = reinterpret_cast<u32*>(static_cast<Element*>(p.dst[t]) + row * kD);
+      const int half = rope.half;
+      // Which unit plays "a" for pairs (2u, 2u+1)?
+      int u = -1;
+      if (kNeox) {
+        if (unit < half / 2) u = unit;
+        else if (unit < half) continue;  // a "b" unit: written by its "a" thread
+      } else if (unit < half) {
+        if (unit & 1) continue;  // second half of a gptj pair run
+        u = unit / 2;
+      }
+      if (u < 0) {  // unrotated dims
+        dst[unit] = src[unit];
+        continue;
+      }
+      int oa, ob;
+      pair_units<kNeox>(u, half, oa, ob);
+      u32 wa = src[oa / 2], wb = src[ob / 2];
+      float x[2], y[2];
+      rotate_units<Element, kNeox>(rope, (int)(p.pos0[t] + n), u, wa, wb, x, y);
+      dst[oa / 2] = wa;
+      dst[ob / 2] = wb;
+    }
+  }
+};
+
+}  // namespace attnfuse_kernels

@@ -1,0 +1,66 @@
+// rope_mode = auto: the cost model of rope_placement.hpp.
+#include "passes/rope_placement.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnfuse::passes {
+
+RopeCostModel rope_cost_model_h200() {
+  // Fitted to bench/results/2026-11-30-h200-rope/rope_placement.json (bf16, causal):
+  //  - rho: fused / prerotate time at N = 16k, where both extras are small next to the
+  //    attention itself: Llama-3-8B 12.76 / 7.84 ms (B1), 50.5 / 31.1 ms (B4) -> 0.6.
+  //    (The rotation of each K tile runs between two barriers with one block of 8 warps per
+  //    SM, so little of it hides behind the tensor cores.)
+  //  - flops: the prerotated kernel's 250-280 TFLOP/s at N >= 8k.
+  //  - bandwidth, launch: the rotation kernel moves 4 bytes per element of Q and K, at about
+  //    3 TB/s, plus one more launch (~3 us). Measured crossovers: Llama-3-8B B1 within 4% at
+  //    N = 256-512 (launch-bound), prerotate ahead from 1024; B4 fused ahead at 256, prerotate
+  //    from 512; GPT-2 B4 fused ahead at 512, prerotate from 1024. The model puts them at
+  //    N* = 600, 435 and 810 (rope_crossover_length).
+  return RopeCostModel{0.6, 250e12, 3.0e12, 3e-6};
+}
+
+double visited_cells(const RopeCallShape& s) {
+  double cells = 0;
+  const double nq = static_cast<double>(s.len_q), nk = static_cast<double>(s.len_k);
+  if (!s.causal && s.window <= 0) return nq * nk;
+  // Row i keeps keys j in [lo_i, hi_i): causal hi = i + q_offset + 1, window |Δ| < w.
+  // Sum in closed form over rows by splitting where the clamps change would be exact; a sum
+  // over 64 row groups is within a fraction of a percent and keeps this readable.
+  const int64_t groups = std::min<int64_t>(s.len_q, 64);
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    const int64_t i0 = s.len_q * gi / groups, i1 = s.len_q * (gi + 1) / groups;
+    const double i = 0.5 * static_cast<double>(i0 + i1 - 1) + static_cast<double>(s.q_offset);
+    double hi = s.causal ? i + 1 : nk;
+    double lo = 0;
+    if (s.window > 0) {
+      lo = i - static_cast<double>(s.window) + 1;
+      if (!s.causal) hi = std::min(hi, i + static_cast<double>(s.window));
+    }
+    hi = std::clamp(hi, 0.0, nk);
+    lo = std::clamp(lo, 0.0, nk);
+    cells += static_cast<double>(i1 - i0) * std::max(0.0, hi - lo);
+  }
+  return cells;
+}
+
+RopeMode choose_rope_mode(const RopeCallShape& s, const RopeCostModel& m) {
+  const double work = 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.batch * s.heads_q) *
+                      visited_cells(s);
+  const double fused_extra = m.rho * work / m.flops;
+  const double bytes = 4.0 * static_cast<double>(s.head_dim) *
+                       static_cast<double>(s.batch * (s.heads_q * s.len_q + s.heads_kv * s.len_k));
+  const double prerotate_extra = bytes / m.bandwidth + m.launch_s;
+  return fused_extra > prerotate_extra ? RopeMode::Prerotate : RopeMode::Fused;
+}
+
+double rope_crossover_length(int64_t heads_q, int64_t heads_kv, int64_t head_dim, int64_t batch,
+                             const RopeCostModel& m) {
+  const double d = static_cast<double>(head_dim), b = static_cast<double>(batch);
+  const double qa = 2.0 * m.rho * b * static_cast<double>(heads_q) * d / m.flops;
+  const double qb = 4.0 * b * static_cast<double>(heads_q + heads_kv) * d / m.bandwidth;
+  return (qb + std::sqrt(qb * qb + 4.0 * qa * m.launch_s)) / (2.0 * qa);
+}
+
+}  // namespace attnfuse::passes

@@ -1,0 +1,30 @@
+// The GPU suite's harness: one case = one program on random inputs, run on the CUDA backend and
+// compared with the float64 reference under DESIGN §3's tolerance (poisoned outputs, LSE too).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "attnfuse/kernel_spec.hpp"
+#include "attnfuse/tensor.hpp"
+
+namespace attnfuse::gpu_test {
+
+struct Case {
+  std::string program;
+  DType dtype;
+  int head_dim;
+  int64_t B, Hq, Hkv, Nq, Nk;
+  std::optional<int64_t> q_offset;
+  bool bshd = false;  // Q/K/V/O stored [B, S, H, D] and passed as strided BHSD views
+  RopeMode rope_mode = RopeMode::Auto;
+};
+
+
+std::string case_name(const Case& c);
+
+// Runs c with inputs drawn from `seed`; reports failures through GoogleTest.
+void run_case(const Case& c, uint32_t seed);
+
+}  // namespace attnfuse::gpu_test

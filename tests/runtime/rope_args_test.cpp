@@ -1,0 +1,90 @@
+// The RoPE kernel arguments: the fixed-point turn fractions reduce angles exactly where fp32
+// position * θ does not, and the per-call arguments follow the RoPE library.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "attnfuse/error.hpp"
+#include "rope/frequencies.hpp"
+#include "runtime/rope_args.hpp"
+
+namespace attnfuse::runtime {
+namespace {
+
+// The device's angle of position p for turn fraction t (rope.cuh rope_cos_sin): the top 32 bits
+// of p * t mod 2^64 as a signed fraction of a turn.
+double device_angle(int64_t p, uint64_t t) {
+  const uint64_t turns = static_cast<uint64_t>(p) * t;
+  return static_cast<double>(static_cast<int32_t>(turns >> 32)) * (2.0 * M_PI / 4294967296.0);
+}
+
+// p * θ reduced to [-π, π) in long double (64-bit mantissa: exact enough for p < 2^31).
+double exact_angle(int64_t p, double theta) {
+  const long double two_pi = 6.283185307179586476925286766559L;
+  long double a = std::fmod(static_cast<long double>(p) * theta, two_pi);
+  if (a >= two_pi / 2) a -= two_pi;
+  if (a < -two_pi / 2) a += two_pi;
+  return static_cast<double>(a);
+}
+
+TEST(RopeArgs, TurnFractionsReduceAnglesExactly) {
+  std::mt19937_64 rng(7);
+  const RopeParams params{.base = 500000.0};
+  const auto f = rope::rope_frequencies(params, 128, 0);
+  double worst = 0, worst_fp32 = 0;
+  for (int r = 0; r < 64; r += 3)
+    for (int i = 0; i < 200; ++i) {
+      const int64_t p = static_cast<int64_t>(rng() % (int64_t{1} << 31)) - (i % 7 == 0 ? (int64_t{1} << 30) : 0);
+      const double theta = f.inv_freq[static_cast<size_t>(r)];
+      double err = std::abs(device_angle(p, turn_fraction(theta)) - exact_angle(p, theta));
+      err = std::min(err, 2 * M_PI - err);  // both ends of [-π, π) are the same angle
+      worst = std::max(worst, err);
+      // What fp32 position * θ (Hugging Face's rotary embedding) gives, for comparison.
+      double e32 = std::abs(std::remainder(static_cast<double>(static_cast<float>(p) * static_cast<float>(theta)) -
+                                               static_cast<double>(static_cast<long double>(p) * theta),
+                                           2 * M_PI));
+      worst_fp32 = std::max(worst_fp32, e32);
+    }
+  EXPECT_LT(worst, 5e-9) << "fixed-point turns must be exact to ~2^-32 turns";
+  EXPECT_GT(worst_fp32, 1e-3) << "sanity: fp32 angles at 2^31 positions are far off";
+}
+
+TEST(RopeArgs, FollowTheRopeLibraryAndCacheByValue) {
+  RopeParams p{.base = 10000.0};
+  const auto& a = rope_args(p, false, 64, 100);
+  EXPECT_EQ(a.half, 32);
+  EXPECT_FLOAT_EQ(a.factor, 1.f);
+  EXPECT_EQ(a.turn[0], turn_fraction(1.0));
+  // yarn: the attention factor multiplies cos and sin.
+  p.rope_type = RopeScaling::Yarn;
+  p.factor = 4;
+  p.original_max_position_embeddings = 128;
+  const auto& y = rope_args(p, false, 64, 100);
+  EXPECT_NEAR(y.factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
+  // dynamic reads the sequence length: a longer one changes the frequencies.
+  p = RopeParams{.base = 10000.0, .rope_type = RopeScaling::Dynamic, .factor = 2, .original_max_position_embeddings = 128};
+  const uint64_t short_turn = rope_args(p, false, 64, 100).turn[20];
+  const uint64_t long_turn = rope_args(p, false, 64, 4096).turn[20];
+  EXPECT_NE(short_turn, long_turn);
+  // rope_window limits: floor(k * λ_r), and -1 keeps nothing at k = 0+.
+  p = RopeParams{.base = 10000.0, .window_k = 1.0};
+  const auto& w = rope_args(p, true, 64, 100);
+  EXPECT_EQ(w.limit[0], 6);  // λ_0 = 2π
+  EXPECT_GT(w.limit[31], w.limit[0]);
+}
+
+TEST(RopeArgs, RotaryDimMustBeAMultipleOfFour) {
+  RopeParams p;
+  p.rotary_dim = 6;
+  try {
+    rope_args(p, false, 64, 10);
+    FAIL() << "expected Error(Unsupported)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("multiple of 4"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace attnfuse::runtime
