@@ -72,6 +72,17 @@ class Attnfuse:
             raise RuntimeError(self.lib.attnfuse_last_error().decode())
         return handle
 
+    def compile_rope(self, program, dtype, head_dim, rope_mode):
+        """attnfuse_compile_rope: rope_mode 0 auto, 1 fused, 2 prerotate."""
+        self.lib.attnfuse_compile_rope.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                                   ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+        handle = ctypes.c_void_p()
+        code = {torch.bfloat16: 1, torch.float16: 2}[dtype]
+        st = self.lib.attnfuse_compile_rope(program.encode(), 1, code, head_dim, rope_mode, ctypes.byref(handle))
+        if st != 0:
+            raise RuntimeError(self.lib.attnfuse_last_error().decode())
+        return handle
+
     def make_call(self, handle, q, k, v, out, bias=None):
         args = Args()
         args.q, args.k, args.v, args.out = as_tensor(q), as_tensor(k), as_tensor(v), as_tensor(out)
