@@ -48,7 +48,8 @@ class Tensor(ctypes.Structure):
 class Args(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
                 ("lse", ctypes.c_void_p), ("lse_strides", ctypes.c_int64 * 3),
-                ("bias", ctypes.POINTER(Tensor)), ("has_q_offset", ctypes.c_int), ("q_offset", ctypes.c_int64)]
+                ("bias", ctypes.POINTER(Tensor)), ("has_q_offset", ctypes.c_int), ("q_offset", ctypes.c_int64),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p)]
 
 
 def as_tensor(t):

@@ -34,6 +34,17 @@ typedef struct {
   int64_t strides[4];
 } attnfuse_tensor;
 
+/* Offsets of packed documents for document() masks (FlashAttention's cu_seqlens): int32 or
+ * int64, [num_docs + 1] shared by the batch (batch = 1) or one row per batch entry (batch = B),
+ * starting at 0, non-decreasing, ending at Nq (queries) or Nk (keys). */
+typedef struct {
+  const void* data;
+  int is_int64;          /* 0: int32, 1: int64 */
+  int64_t batch;         /* 1 (shared by every batch entry) or B */
+  int64_t length;        /* num_docs + 1 */
+  int64_t batch_stride;  /* elements between the rows of two batch entries */
+} attnfuse_offsets;
+
 typedef struct {
   attnfuse_tensor q, k, v, out;  /* dtype = the kernel's dtype */
   float* lse;                    /* optional [B, Hq, Nq] fp32; NULL to skip */
@@ -41,6 +52,8 @@ typedef struct {
   const attnfuse_tensor* bias;   /* additive_bias: fp32 [1|B, 1|Hq, Nq, Nk]; NULL otherwise */
   int has_q_offset;              /* 0: bottom-right default (Nk - Nq) */
   int64_t q_offset;
+  const attnfuse_offsets* cu_seqlens_q;  /* document(): both set; NULL otherwise */
+  const attnfuse_offsets* cu_seqlens_k;
 } attnfuse_args;
 
 typedef struct attnfuse_kernel attnfuse_kernel;

@@ -58,6 +58,16 @@ attnfuse::TensorView to_view(const attnfuse_tensor& t, attnfuse::DType dtype) {
   return v;
 }
 
+attnfuse::SeqOffsetsView to_offsets(const attnfuse_offsets& o) {
+  attnfuse::SeqOffsetsView v;
+  v.data = o.data;
+  v.type = o.is_int64 ? attnfuse::SeqOffsetsView::Type::I64 : attnfuse::SeqOffsetsView::Type::I32;
+  v.batch = o.batch;
+  v.length = o.length;
+  v.batch_stride = o.batch_stride;
+  return v;
+}
+
 }  // namespace
 
 static_assert(static_cast<int>(attnfuse::RopeMode::Auto) == ATTNFUSE_ROPE_AUTO &&
@@ -108,6 +118,8 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
     }
     if (args->bias) a.bias = to_view(*args->bias, attnfuse::DType::F32);
     if (args->has_q_offset) a.q_offset = args->q_offset;
+    if (args->cu_seqlens_q) a.cu_seqlens_q = to_offsets(*args->cu_seqlens_q);
+    if (args->cu_seqlens_k) a.cu_seqlens_k = to_offsets(*args->cu_seqlens_k);
     if (kernel->device == ATTNFUSE_DEVICE_CUDA)
       kernel->cuda->launch(a, kernel->spec.scalars, static_cast<attnfuse::runtime::CUstream>(stream));
     else

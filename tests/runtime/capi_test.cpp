@@ -105,6 +105,46 @@ TEST(CApi, RopePlacementIsAnOption) {
   attnfuse_kernel_free(k);
 }
 
+TEST(CApi, DocumentOffsetsReachTheKernel) {
+  // Two documents of 5 and 3 tokens packed in one sequence of 8: running the packed call must
+  // equal running each document alone (positions restart per document).
+  attnfuse_kernel* k = nullptr;
+  const char* prog = "softmax(document(causal(scaled_dot_product(Q, K)))) @ V";
+  ASSERT_EQ(attnfuse_compile(prog, ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0, &k), ATTNFUSE_OK) << attnfuse_last_error();
+  attnfuse_kernel* plain = nullptr;
+  ASSERT_EQ(attnfuse_compile("softmax(causal(scaled_dot_product(Q, K))) @ V", ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0,
+                             &plain),
+            ATTNFUSE_OK);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  const int64_t N = 8, D = 4;
+  std::vector<float> q(N * D), kk(N * D), v(N * D), o(N * D, 7.f), want(N * D, 7.f);
+  for (auto* t : {&q, &kk, &v})
+    for (float& x : *t) x = normal(rng);
+  const int32_t cu[] = {0, 5, 8};
+  const attnfuse_offsets offsets{cu, 0, 1, 3, 3};
+  attnfuse_args a{};
+  a.q = view(q.data(), 1, 1, N, D);
+  a.k = view(kk.data(), 1, 1, N, D);
+  a.v = view(v.data(), 1, 1, N, D);
+  a.out = view(o.data(), 1, 1, N, D);
+  EXPECT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_ERROR_MISSING_TENSOR) << "document() needs the offsets";
+  a.cu_seqlens_q = &offsets;
+  a.cu_seqlens_k = &offsets;
+  ASSERT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+  for (auto [begin, len] : {std::pair<int64_t, int64_t>{0, 5}, {5, 3}}) {
+    attnfuse_args d{};
+    d.q = view(q.data() + begin * D, 1, 1, len, D);
+    d.k = view(kk.data() + begin * D, 1, 1, len, D);
+    d.v = view(v.data() + begin * D, 1, 1, len, D);
+    d.out = view(want.data() + begin * D, 1, 1, len, D);
+    ASSERT_EQ(attnfuse_launch(plain, &d, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+  }
+  for (size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], want[i], 1e-6f) << i;
+  attnfuse_kernel_free(k);
+  attnfuse_kernel_free(plain);
+}
+
 TEST(CApi, CudaRequestWithoutADeviceIsADeviceError) {
   if (attnfuse_cuda_available()) GTEST_SKIP() << "a CUDA device is present";
   attnfuse_kernel* k = nullptr;
