@@ -104,12 +104,18 @@ Call random_chain_call(Op op, Rng& rng) {
   return c;
 }
 
-// All 864 structures, with random parameter values.
+// All 1632 structures, with random parameter values: 3 score ops x 17 mask sets (none, full,
+// and every non-empty subset of causal, sliding_window, block_sparse, document) x 16 ordered
+// modifier chains x 2 normalizations.
 std::vector<Spec> all_specs(Rng& rng) {
-  const std::vector<std::vector<Op>> mask_sets = {
-      {}, {Op::Full}, {Op::Causal}, {Op::SlidingWindow}, {Op::BlockSparse},
-      {Op::Causal, Op::SlidingWindow}, {Op::Causal, Op::BlockSparse},
-      {Op::SlidingWindow, Op::BlockSparse}, {Op::Causal, Op::SlidingWindow, Op::BlockSparse}};
+  std::vector<std::vector<Op>> mask_sets = {{}, {Op::Full}};
+  const std::vector<Op> selecting = {Op::Causal, Op::SlidingWindow, Op::BlockSparse, Op::Document};
+  for (unsigned bits = 1; bits < 16; ++bits) {
+    std::vector<Op> set;
+    for (unsigned i = 0; i < 4; ++i)
+      if (bits & (1u << i)) set.push_back(selecting[i]);
+    mask_sets.push_back(set);
+  }
   std::vector<std::vector<Op>> mod_seqs;
   const std::vector<Op> mods = {Op::Alibi, Op::AdditiveBias, Op::Softcap};
   for (int mask = 0; mask < 8; ++mask) {
@@ -299,6 +305,7 @@ dsl::Expr build(const Spec& s, Rng& rng) {
       case Op::Causal: e = causal(e); break;
       case Op::SlidingWindow: e = sliding_window(e, static_cast<int64_t>(num(c.params[0].second))); break;
       case Op::BlockSparse: e = block_sparse(e); break;
+      case Op::Document: e = document(e); break;
       case Op::Alibi:
         e = c.params.empty() ? alibi(e) : alibi(e, std::get<std::vector<double>>(c.params[0].second));
         break;
@@ -317,7 +324,7 @@ void check_all_spellings(uint64_t seed) {
   SCOPED_TRACE(fmt::format("seed {} (rerun: set ATTNFUSE_TEST_SEED={})", seed, seed));
   Rng rng(seed);
   const std::vector<Spec> specs = all_specs(rng);
-  ASSERT_EQ(specs.size(), 864u);
+  ASSERT_EQ(specs.size(), 1632u);
   std::map<std::string, std::string> canonical_of_key;
   std::set<std::string> canonicals;
   for (const Spec& s : specs) {

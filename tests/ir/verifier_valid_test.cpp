@@ -1,6 +1,6 @@
 // Everything well-formed is accepted: the paper's programs, every combinator in many
 // compositions, both text forms, all spellings of parameters. (The exhaustive randomized
-// sweep over all 864 structures lives in tests/dsl/spelling_test.cpp.)
+// sweep over all 1632 structures lives in tests/dsl/spelling_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <string>
