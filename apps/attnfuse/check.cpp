@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/documents.hpp"
+#include "common/paged.hpp"
 
 namespace attnfuse::cli {
 
@@ -95,10 +96,23 @@ std::string describe(const Verdict& v, DType dtype, const std::string& indent) {
 
 double kept_cells(const KernelSpec& spec, const AttentionArgs& args) {
   const int64_t B = args.q.shape[0], Hq = args.q.shape[1], Nq = args.q.shape[2], Nk = args.k.shape[2];
-  if (B == 0 || Hq == 0 || Nq == 0 || Nk == 0) return 0.0;
   const bool causal = spec.masks.has(MaskKind::Causal);
   const bool window = spec.masks.has(MaskKind::SlidingWindow);
   const int64_t w = spec.scalars.window;
+  if (args.paged) {  // each sequence its own length and frame (no block masks or documents)
+    double per_head = 0.0;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t nk = args.paged->kv_len(b), q0 = paged_q_offset(args, nk);
+      for (int64_t i = 0; i < Nq; ++i) {
+        int64_t lo = 0, hi = nk;
+        if (causal) hi = std::min(hi, i + q0 + 1);
+        if (window) lo = std::max(lo, i + q0 - w + 1), hi = std::min(hi, i + q0 + w);
+        per_head += static_cast<double>(std::max<int64_t>(hi - lo, 0));
+      }
+    }
+    return per_head * static_cast<double>(Hq);
+  }
+  if (B == 0 || Hq == 0 || Nq == 0 || Nk == 0) return 0.0;
   // document: each batch entry's documents (one shared entry unless the offsets are per batch).
   std::vector<Documents> docs;
   if (spec.needs_cu_seqlens()) {

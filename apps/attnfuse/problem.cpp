@@ -70,6 +70,10 @@ AttentionArgs Problem::args() {
   if (cu_seqlens_q) a.cu_seqlens_q = cu_seqlens_q->view();
   if (cu_seqlens_k) a.cu_seqlens_k = cu_seqlens_k->view();
   a.q_offset = q_offset;
+  if (paged) {
+    a.k = a.v = TensorView{};
+    a.paged = paged->view();
+  }
   return a;
 }
 
@@ -177,6 +181,28 @@ HostTensor random_tensor(DType dtype, std::array<int64_t, 4> shape, uint64_t see
   return t;
 }
 
+// A page table entry list from an int32/int64 .npy of rank 1 (validate() checks the values).
+std::vector<int32_t> load_index_list(const std::string& path, const char* flag) {
+  const Offsets o = load_offsets(path, flag);
+  if (o.batch != 1 && o.length > 0)
+    throw Error(ErrorCode::Shape, fmt::format("{}: {} must be one-dimensional", path, flag));
+  std::vector<int32_t> out;
+  for (int64_t x : o.values) {
+    if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+      throw Error(ErrorCode::Shape, fmt::format("{}: {} holds {}, beyond int32", path, flag, x));
+    out.push_back(static_cast<int32_t>(x));
+  }
+  return out;
+}
+
+PagedKV::Layout parse_kv_layout(const std::string& s) {
+  if (s.empty() || s == "nhd") return PagedKV::Layout::NHD;
+  if (s == "hnd") return PagedKV::Layout::HND;
+  throw UsageError(fmt::format("--kv-layout must be nhd or hnd, got '{}'", s));
+}
+
+Problem load_paged_problem(const KernelSpec& spec, const FileInputs& files, DType dtype, bool want_lse);
+
 }  // namespace
 
 void check_fits_in_memory(const Shape& s, DType dtype, bool with_bias) {
@@ -194,6 +220,7 @@ void check_fits_in_memory(const Shape& s, DType dtype, bool with_bias) {
 }
 
 Problem load_problem(const KernelSpec& spec, const FileInputs& files, DType dtype, bool want_lse) {
+  if (files.paged()) return load_paged_problem(spec, files, dtype, want_lse);
   require_runtime_tensors(spec, !files.bias.empty(), !files.block_mask.empty(), !files.cu_seqlens_q.empty(),
                           !files.cu_seqlens_k.empty());
   const io::NpyArray q = load_f32(files.q, "Q", "[B, Hq, Nq, D]", 4);
@@ -261,7 +288,7 @@ Problem load_problem(const KernelSpec& spec, const FileInputs& files, DType dtyp
 
 Problem random_problem(const KernelSpec& spec, const Shape& s, uint64_t seed, DType dtype,
                        std::optional<BlockSize> block_size, std::optional<int64_t> q_offset,
-                       bool want_lse) {
+                       bool want_lse, int64_t page_size) {
   check_fits_in_memory(s, dtype, spec.needs_bias());
   Problem p;
   p.shape = s;
@@ -289,8 +316,68 @@ Problem random_problem(const KernelSpec& spec, const Shape& s, uint64_t seed, DT
     p.cu_seqlens_q = random_offsets(rng, n, s.len_q);
     p.cu_seqlens_k = s.len_q == s.len_kv ? *p.cu_seqlens_q : random_offsets(rng, n, s.len_kv);
   }
+  if (page_size > 0) {
+    // Every sequence Nk long, pages handed out in a shuffled order; k / v are then dropped.
+    const std::vector<int64_t> lengths(static_cast<size_t>(s.batch), s.len_kv);
+    p.paged = make_paged_cache(p.k.view(), p.v.view(), lengths, page_size, PagedKV::Layout::NHD, seed);
+    p.k = HostTensor(), p.v = HostTensor();
+  }
   allocate_outputs(p, want_lse);
   return p;
 }
+
+namespace {
+
+Problem load_paged_problem(const KernelSpec& spec, const FileInputs& files, DType dtype, bool want_lse) {
+  if (!files.k.empty() || !files.v.empty())
+    throw UsageError("a paged cache (--k-pages ...) replaces --k/--v: give one or the other");
+  // Programs that need them are refused by validate() (Error(Unsupported)) with the reason.
+  if (!files.bias.empty() || !files.block_mask.empty() || !files.cu_seqlens_q.empty() || !files.cu_seqlens_k.empty())
+    throw UsageError("--bias/--block-mask/--cu-seqlens-q/--cu-seqlens-k do not combine with a paged cache "
+                     "(they need one key axis shared by the batch)");
+  (void)spec;
+  const std::pair<const std::string*, const char*> needed[] = {
+      {&files.q, "--q"}, {&files.k_pages, "--k-pages"}, {&files.v_pages, "--v-pages"},
+      {&files.page_indices, "--page-indices"}, {&files.page_indptr, "--page-indptr"},
+      {&files.last_page_len, "--last-page-len"}};
+  for (const auto& [path, flag] : needed)
+    if (path->empty())
+      throw UsageError(fmt::format("a paged run needs --q, --k-pages, --v-pages, --page-indices, "
+                                   "--page-indptr and --last-page-len; {} is missing", flag));
+  const PagedKV::Layout layout = parse_kv_layout(files.kv_layout);
+  const char* page_dims = layout == PagedKV::Layout::NHD ? "[num_pages, page_size, Hkv, D]" : "[num_pages, Hkv, page_size, D]";
+  const io::NpyArray q = load_f32(files.q, "Q", "[B, Hq, Nq, D]", 4);
+  const io::NpyArray kp = load_f32(files.k_pages, "the K pages", page_dims, 4);
+  const io::NpyArray vp = load_f32(files.v_pages, "the V pages", page_dims, 4);
+
+  Problem p;
+  p.dtype = dtype;
+  p.q_offset = files.q_offset;
+  p.q = HostTensor(dtype, dims4(q.shape));
+  p.q.fill_from_f32(q.f32());
+  PagedCache c;
+  c.dtype = dtype, c.layout = layout;
+  c.k_shape = dims4(kp.shape), c.v_shape = dims4(vp.shape);
+  for (auto [a, dst] : {std::pair{&kp, &c.k_storage}, std::pair{&vp, &c.v_storage}}) {
+    HostTensor t(dtype, dims4(a->shape));
+    t.fill_from_f32(a->f32());
+    const auto* bytes = static_cast<const std::byte*>(t.view().data);
+    dst->assign(bytes, bytes + t.numel() * dtype_size(dtype));
+  }
+  c.page_indices = load_index_list(files.page_indices, "--page-indices");
+  c.page_indptr = load_index_list(files.page_indptr, "--page-indptr");
+  c.last_page_len = load_index_list(files.last_page_len, "--last-page-len");
+  p.paged = std::move(c);
+  // The shape shown and used for the outputs; validate() checks the page table before any run.
+  const PagedKV view = p.paged->view();
+  int64_t longest = 0;
+  if (std::ssize(view.page_indptr) == q.shape[0] + 1 && std::ssize(view.last_page_len) == q.shape[0])
+    for (int64_t b = 0; b < q.shape[0]; ++b) longest = std::max(longest, view.kv_len(b));
+  p.shape = Shape{q.shape[0], q.shape[1], view.heads(), q.shape[2], longest, q.shape[3], vp.shape[3]};
+  allocate_outputs(p, want_lse);
+  return p;
+}
+
+}  // namespace
 
 }  // namespace attnfuse::cli

@@ -15,6 +15,7 @@
 #include "attnfuse/attention.hpp"
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/kernel_spec.hpp"
+#include "attnfuse/paged_kv.hpp"
 #include "attnfuse/tensor.hpp"
 #include "options.hpp"
 
@@ -64,6 +65,9 @@ struct Problem {
   std::optional<BlockMask> block_mask;
   std::optional<Offsets> cu_seqlens_q, cu_seqlens_k;  // document
   std::optional<int64_t> q_offset;
+  // Paged KV cache (--k-pages ... or --shape with --page-size): K and V live here and k / v are
+  // empty; shape.len_kv is the longest sequence.
+  std::optional<PagedCache> paged;
 
   // Views of the buffers above (out and lse are written by a run).
   AttentionArgs args();
@@ -75,6 +79,11 @@ struct FileInputs {
   std::string cu_seqlens_q, cu_seqlens_k;  // document: int32/int64 [num_docs + 1] or [B, num_docs + 1]
   std::optional<BlockSize> block_size;  // default 64,64
   std::optional<int64_t> q_offset;
+  // Paged KV cache instead of --k/--v: float32 page tensors, int32/int64 page table.
+  std::string k_pages, v_pages, page_indices, page_indptr, last_page_len;
+  std::string kv_layout;  // nhd (default) | hnd
+  bool paged() const { return !k_pages.empty() || !v_pages.empty() || !page_indices.empty() ||
+                              !page_indptr.empty() || !last_page_len.empty(); }
 };
 
 // Loads float32 C-order .npy inputs and converts them to `dtype`. Checks what the CLI can tell
@@ -85,9 +94,10 @@ Problem load_problem(const KernelSpec& spec, const FileInputs& files, DType dtyp
 // Random normal(0,1) inputs (and a random bias / block grid / document split when the program
 // needs them). Documents: 1 to 8 of them, the boundaries uniform draws from the seed (empty
 // documents possible), shared by the batch, and the same for queries and keys when Nq = Nk.
+// page_size > 0: K/V stored in shuffled pages of that size (every sequence Nk long, NHD).
 Problem random_problem(const KernelSpec& spec, const Shape& shape, uint64_t seed, DType dtype,
                        std::optional<BlockSize> block_size, std::optional<int64_t> q_offset,
-                       bool want_lse);
+                       bool want_lse, int64_t page_size = 0);
 
 // The dtype a bias tensor is handed to the kernel in.
 DType bias_dtype(DType compute);

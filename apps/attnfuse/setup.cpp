@@ -30,6 +30,22 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
   app.add_option("--cu-seqlens-k", o.files.cu_seqlens_k,
                  "CK.npy, the same for the keys, ending at Nk; document d of the queries attends to "
                  "document d of the keys, positions restart in each, aligned bottom-right");
+  app.add_option("--k-pages", o.files.k_pages,
+                 "KP.npy, float32 [num_pages, page_size, Hkv, D] (nhd) or [num_pages, Hkv, page_size, D] "
+                 "(hnd): a paged KV cache instead of --k/--v (FlashInfer's conventions; CPU only)");
+  app.add_option("--v-pages", o.files.v_pages, "VP.npy, float32, the V pages, laid out like --k-pages");
+  app.add_option("--page-indices", o.files.page_indices,
+                 "PI.npy, int32/int64: the pages of every sequence, one after the other");
+  app.add_option("--page-indptr", o.files.page_indptr,
+                 "PP.npy, int32/int64 [B+1]: sequence b owns page_indices[indptr[b] .. indptr[b+1])");
+  app.add_option("--last-page-len", o.files.last_page_len,
+                 "PL.npy, int32/int64 [B]: valid rows (1..page_size) of each sequence's last page; its "
+                 "KV length is (pages - 1) * page_size + last_page_len, queries aligned bottom-right to it");
+  app.add_option("--kv-layout", o.files.kv_layout, "nhd | hnd: the layout of --k-pages/--v-pages (default nhd)");
+  app.add_option("--page-size", o.page_size,
+                 "with --shape: store the random K/V in a paged cache of this page size, pages in a "
+                 "shuffled order (CPU only)")
+      ->check(CLI::PositiveNumber);
   app.add_option_function<int64_t>(
       "--q-offset", [&o](const int64_t& v) { o.files.q_offset = v; },
       "position of query 0 (default Nk - Nq: bottom-right aligned)");
@@ -81,13 +97,16 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
   const DeviceChoice device = parse_device(o.device, /*allow_auto=*/true);
   const bool any_file = !o.files.q.empty() || !o.files.k.empty() || !o.files.v.empty() ||
                         !o.files.bias.empty() || !o.files.block_mask.empty() ||
-                        !o.files.cu_seqlens_q.empty() || !o.files.cu_seqlens_k.empty();
+                        !o.files.cu_seqlens_q.empty() || !o.files.cu_seqlens_k.empty() || o.files.paged();
   p.random = !o.shape.empty();
   p.seed = o.seed;
   if (p.random && any_file)
     throw UsageError("--shape makes random inputs: do not combine it with "
-                     "--q/--k/--v/--bias/--block-mask/--cu-seqlens-q/--cu-seqlens-k");
-  if (!p.random && (o.files.q.empty() || o.files.k.empty() || o.files.v.empty()))
+                     "--q/--k/--v/--bias/--block-mask/--cu-seqlens-q/--cu-seqlens-k/--k-pages...");
+  if (!p.random && o.page_size > 0)
+    throw UsageError("--page-size pages the random inputs of --shape; with files, give the pages "
+                     "themselves (--k-pages ...)");
+  if (!p.random && !o.files.paged() && (o.files.q.empty() || o.files.k.empty() || o.files.v.empty()))
     throw UsageError("give the inputs as --q Q.npy --k K.npy --v V.npy, or --shape B,Hq,Hkv,Nq,Nk,D "
                      "for random ones");
   std::optional<BlockSize> block_size;
@@ -111,7 +130,8 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
   p.threads = omp_get_max_threads();
 
   if (p.random) {
-    p.problem = random_problem(p.spec, *shape, o.seed, p.dtype, block_size, o.files.q_offset, want_lse);
+    p.problem = random_problem(p.spec, *shape, o.seed, p.dtype, block_size, o.files.q_offset, want_lse,
+                               o.page_size);
   } else {
     FileInputs files = o.files;
     files.block_size = block_size;
@@ -127,6 +147,8 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
     try {
       p.spec = compile(Target::Cuda, static_cast<int>(p.problem.shape.head_dim));
       check_cuda_supported(p.spec);
+      if (p.problem.paged)
+        throw Error(ErrorCode::Unsupported, "the CUDA backend does not support paged KV caches yet");
     } catch (const Error& e) {
       // --device auto prefers the GPU but never fails for want of it: fall back, and say why.
       if (device != DeviceChoice::Auto || e.code() != ErrorCode::Unsupported) throw;
@@ -161,7 +183,12 @@ std::string describe_problem(const Prepared& p) {
   const int64_t q_offset = p.problem.q_offset.value_or(sh.len_kv - sh.len_q);  // DESIGN §2 default
   // Documents align bottom-right each on its own: there is no single q_offset to show.
   const std::string alignment =
-      p.problem.cu_seqlens_q ? fmt::format("{} documents (bottom-right each)", p.problem.cu_seqlens_q->documents())
+      p.problem.paged ? fmt::format("paged KV ({} pages of {}, {}), {}", p.problem.paged->view().num_pages(),
+                                    p.problem.paged->view().page_size(),
+                                    p.problem.paged->layout == PagedKV::Layout::NHD ? "NHD" : "HND",
+                                    p.problem.q_offset ? fmt::format("q_offset {} for every sequence", *p.problem.q_offset)
+                                                       : std::string("bottom-right per sequence"))
+      : p.problem.cu_seqlens_q ? fmt::format("{} documents (bottom-right each)", p.problem.cu_seqlens_q->documents())
                              : fmt::format("q_offset {}", q_offset);
   std::string s = fmt::format("{}, dtype {}, device {}, threads {}, {}", describe(p.problem.shape),
                               dtype_name(p.dtype), target_name(p.target), p.threads, alignment);

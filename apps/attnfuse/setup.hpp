@@ -25,6 +25,7 @@ struct ProblemOptions {
   FileInputs files;     // --q --k --v --bias --block-mask (and the parsed block size / q offset)
   std::string block_size;  // --block-size BQ,BK as typed
   uint64_t seed = 0;
+  int64_t page_size = 0;  // --page-size: random K/V in a paged cache (0: contiguous)
   std::string dtype = "fp32";
   std::string device = "auto";
   int threads = 0;  // 0: OpenMP's default

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/kernel_spec.hpp"
@@ -36,6 +37,43 @@ struct SeqOffsetsView {
   }
 };
 
+// A paged KV cache (FlashInfer's conventions). K and V live in pages of page_size rows each:
+//   NHD: k_pages [num_pages, page_size, Hkv, D], v_pages [num_pages, page_size, Hkv, Dv]
+//   HND: k_pages [num_pages, Hkv, page_size, D], v_pages [num_pages, Hkv, page_size, Dv]
+// any strides with a contiguous last dimension, one dtype with Q (fp32/bf16/fp16 on the CPU).
+// Batch entry b owns the pages page_indices[page_indptr[b] .. page_indptr[b+1]), in order, and
+// the last of them holds last_page_len[b] valid rows (1..page_size), so its KV length is
+// (pages_b - 1) * page_size + last_page_len[b]; a sequence without pages has length 0 (its rows
+// keep nothing: O = 0, LSE = -inf) and its last_page_len is not read. page_indptr has B + 1
+// entries, starts at 0 and never decreases; every index read is in [0, num_pages). Pages may be
+// shared between sequences (prefix sharing) and need not be in order.
+// Positions follow each sequence's own length: key u of sequence b is at position u and, unless
+// q_offset is given (then it applies to every sequence), query i at i + kv_len(b) - Nq
+// (bottom-right per sequence: decode and chunked prefill alike).
+struct PagedKV {
+  enum class Layout { NHD, HND };
+  TensorView k_pages, v_pages;
+  Layout layout = Layout::NHD;
+  std::span<const int32_t> page_indices;   // >= page_indptr[B] entries
+  std::span<const int32_t> page_indptr;    // B + 1
+  std::span<const int32_t> last_page_len;  // B
+
+  int64_t num_pages() const { return k_pages.shape[0]; }
+  int64_t page_size() const { return layout == Layout::NHD ? k_pages.shape[1] : k_pages.shape[2]; }
+  int64_t heads() const { return layout == Layout::NHD ? k_pages.shape[2] : k_pages.shape[1]; }
+  int64_t batch() const { return static_cast<int64_t>(page_indptr.size()) - 1; }
+  // KV length of batch entry b (unchecked: validate() first).
+  int64_t kv_len(int64_t b) const {
+    const int64_t pages = page_indptr[size_t(b + 1)] - page_indptr[size_t(b)];
+    return pages == 0 ? 0 : (pages - 1) * page_size() + last_page_len[size_t(b)];
+  }
+  // Element strides of (page, head, row in page) of a page tensor, whatever the layout.
+  std::array<int64_t, 3> strides(const TensorView& pages) const {
+    return layout == Layout::NHD ? std::array<int64_t, 3>{pages.strides[0], pages.strides[2], pages.strides[1]}
+                                 : std::array<int64_t, 3>{pages.strides[0], pages.strides[1], pages.strides[2]};
+  }
+};
+
 // One attention call. Q [B,Hq,Nq,D], K [B,Hkv,Nk,D], V [B,Hkv,Nk,Dv], out [B,Hq,Nq,Dv].
 struct AttentionArgs {
   TensorView q, k, v, out;
@@ -50,7 +88,15 @@ struct AttentionArgs {
   // t + Lk - Lq, key u has position u. Δ, causal, sliding_window, alibi, rope and rope_window
   // all read these positions; an explicit q_offset is refused (Error(Unsupported)).
   std::optional<SeqOffsetsView> cu_seqlens_q, cu_seqlens_k;
+  // Paged KV cache: K and V come from `paged` and k / v must be left empty (no data pointer, all
+  // dimensions 0; Error(Shape) otherwise, so a call never silently ignores a tensor). Every mask,
+  // modifier and score op works per sequence, except three that need one key axis shared by the
+  // batch: additive_bias ([.., Nq, Nk]), block_sparse (a BlockMask of one kv_len) and document
+  // (offsets ending at Nk) are Error(Unsupported) with a paged cache. The CUDA backend refuses
+  // paged calls for now (Error(Unsupported)).
+  std::optional<PagedKV> paged;
 
+  // Without a paged cache: Nk - Nq unless given. With one, see PagedKV (per sequence).
   int64_t resolved_q_offset() const { return q_offset ? *q_offset : k.shape[2] - q.shape[2]; }
 };
 

@@ -89,9 +89,10 @@ struct Tile {
   const void* bias_rows;  // bias at (b', h', i0, 0)
 };
 
-// The query tiles of one batch entry: [0, Nq), or each document's queries, in pieces of at most
+// The query tiles of batch entry b (any entry when they are shared): [0, Nq) against the entry's
+// keys (its own with a paged cache), or each document's queries, in pieces of at most
 // block_q rows that never cross a BlockMask query block (block_sparse) or a document boundary.
-std::vector<QueryTile> query_tiles(const KernelParams& p, const Documents* docs) {
+std::vector<QueryTile> query_tiles(const KernelParams& p, const Documents* docs, int64_t b) {
   std::vector<QueryTile> tiles;
   const int64_t bq = p.masks.has(MaskKind::BlockSparse) ? p.block_mask->block_q() : 0;
   auto cut = [&](int64_t lo, int64_t hi, QueryTile keys) {
@@ -103,7 +104,10 @@ std::vector<QueryTile> query_tiles(const KernelParams& p, const Documents* docs)
     }
   };
   if (!docs) {
-    cut(0, p.Nq, QueryTile{0, 0, 0, 0, p.Nk, p.q_offset, 0});
+    if (p.kv_len)
+      cut(0, p.Nq, QueryTile{0, 0, 0, 0, p.kv_len[b], p.q_offsets[b], 0});
+    else
+      cut(0, p.Nq, QueryTile{0, 0, 0, 0, p.Nk, p.q_offset, 0});
     return tiles;
   }
   for (int64_t d = 0; d < docs->count(); ++d) {
@@ -221,6 +225,13 @@ struct Kernel {
     // copies K always and rotates it on load.
     const int64_t kofs = t.b * p.k_strides[0] + t.hkv * p.k_strides[1];
     const int64_t vofs = t.b * p.v_strides[0] + t.hkv * p.v_strides[1];
+    // Paged: the entry's pages; a row's page and slot are found per row (one division against a
+    // row copy of D elements). Contiguous calls take the unchanged (b, h) offset path.
+    const int32_t* pages = p.page_table ? p.page_table + p.page_start[t.b] : nullptr;
+    auto row_offset = [&](const std::array<int64_t, 3>& s, int64_t base, int64_t key) {
+      if (!pages) return base + key * s[2];
+      return pages[key / p.page_size] * s[0] + t.hkv * s[1] + (key % p.page_size) * s[2];
+    };
     // rope_window: which pairs this chunk reads at all; the others are not rotated.
     const bool windowed = p.rope && p.rope->windowed();
     const int64_t delta0 = static_cast<int64_t>(t.pq_lo - a);  // Δ of (row 0, key a)
@@ -228,7 +239,7 @@ struct Kernel {
     const bool pruned = windowed && !w.split.all;
     const int first_pair = pruned ? w.split.first_pair : 0;
     for (int j = 0; j < n; ++j) {
-      const int64_t kj = kofs + (a + j) * p.k_strides[2];
+      const int64_t kj = row_offset(p.k_strides, kofs, a + j);
       if (w.kbuf) {
         float* kr = w.kbuf.get() + j * p.D;
         // Copied whole (a bulk copy of the row beats a fused read-rotate-write, measured), then
@@ -239,7 +250,7 @@ struct Kernel {
       } else {
         w.krow[j] = static_cast<const float*>(p.k) + kj;
       }
-      const int64_t vj = vofs + (a + j) * p.v_strides[2];
+      const int64_t vj = row_offset(p.v_strides, vofs, a + j);
       if (w.vbuf) {
         load_row(p.v, p.dtype, vj, p.Dv, w.vbuf.get() + j * w.dvp);
         w.vrow[j] = w.vbuf.get() + j * w.dvp;
@@ -418,13 +429,13 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
     QueryTile tile;
   };
   std::vector<Work> work;
-  if (p.document_rows > 1) {  // per-batch documents: each entry its own tiles
+  if (p.document_rows > 1 || p.kv_len) {  // per-batch documents or lengths: each entry its own tiles
     for (int64_t b = 0; b < p.B; ++b) {
-      const std::vector<QueryTile> tiles = query_tiles(p, &p.documents[b]);
+      const std::vector<QueryTile> tiles = query_tiles(p, p.documents ? &p.documents[b] : nullptr, b);
       for (auto t = tiles.rbegin(); t != tiles.rend(); ++t) work.push_back({b, *t});
     }
   } else {
-    const std::vector<QueryTile> tiles = query_tiles(p, p.documents);
+    const std::vector<QueryTile> tiles = query_tiles(p, p.documents, 0);
     for (auto t = tiles.rbegin(); t != tiles.rend(); ++t)
       for (int64_t b = 0; b < p.B; ++b) work.push_back({b, *t});
   }

@@ -86,6 +86,17 @@ struct KernelParams {
   // visits only its document's keys, with that document's positions (common/documents.hpp).
   const Documents* documents = nullptr;
   int64_t document_rows = 0;
+  // Paged KV cache (null page_table: contiguous K/V). k / v then point at the pages and
+  // k_strides / v_strides are the strides of (page, head, row in page); key j of batch entry b
+  // is row j % page_size of page page_table[page_start[b] + j / page_size]. Each entry has its own
+  // key count kv_len[b] and query 0 position q_offsets[b]; Nk is the longest (RoPE's key table).
+  // Rows are gathered into the same chunk buffers as contiguous ones (in place for fp32), so a
+  // paged call computes exactly what the contiguous one does.
+  const int32_t* page_table = nullptr;  // page_indices
+  const int32_t* page_start = nullptr;  // page_indptr [B + 1]
+  int64_t page_size = 0;
+  const int64_t* kv_len = nullptr;     // [B]
+  const int64_t* q_offsets = nullptr;  // [B]
 };
 
 // One compile-time specialization of the kernel. Never called with an unvalidated call.

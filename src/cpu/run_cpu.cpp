@@ -8,6 +8,7 @@
 #include "attnfuse/attention.hpp"
 #include "attnfuse/error.hpp"
 #include "common/documents.hpp"
+#include "common/paged.hpp"
 #include "cpu/fused_kernel.hpp"
 #include "reference/reference.hpp"
 
@@ -46,6 +47,20 @@ void run_cpu(const KernelSpec& spec, const AttentionArgs& args) {
   p.B = args.q.shape[0], p.Hq = args.q.shape[1], p.Nq = args.q.shape[2], p.D = args.q.shape[3];
   p.Hkv = args.k.shape[1], p.Nk = args.k.shape[2], p.Dv = args.v.shape[3];
   p.q_strides = bhs(args.q), p.k_strides = bhs(args.k), p.v_strides = bhs(args.v);
+  // Paged KV: K/V rows come through the page table; per-entry lengths and query positions.
+  std::vector<int64_t> kv_len, q_offsets;
+  if (args.paged) {
+    const PagedKV& pk = *args.paged;
+    p.k = pk.k_pages.data, p.v = pk.v_pages.data;
+    p.Hkv = pk.heads(), p.Dv = pk.v_pages.shape[3];
+    p.k_strides = pk.strides(pk.k_pages), p.v_strides = pk.strides(pk.v_pages);
+    p.page_table = pk.page_indices.data(), p.page_start = pk.page_indptr.data();
+    p.page_size = pk.page_size();
+    kv_len = paged_kv_lengths(pk);
+    for (int64_t nk : kv_len) q_offsets.push_back(paged_q_offset(args, nk));
+    p.kv_len = kv_len.data(), p.q_offsets = q_offsets.data();
+    p.Nk = kv_len.empty() ? 0 : *std::max_element(kv_len.begin(), kv_len.end());
+  }
   p.out_strides = bhs(args.out);
   if (args.lse) {
     p.lse = args.lse->data;
@@ -54,7 +69,7 @@ void run_cpu(const KernelSpec& spec, const AttentionArgs& args) {
   // As in the reference: D = 0 has no 1/sqrt(D), and an empty contraction should give 0, not NaN.
   p.scale = static_cast<float>(spec.scalars.scale ? *spec.scalars.scale
                                                   : (p.D > 0 ? 1.0 / std::sqrt(double(p.D)) : 1.0));
-  p.q_offset = args.resolved_q_offset();
+  p.q_offset = args.paged ? args.q_offset.value_or(0) : args.resolved_q_offset();
   p.masks = spec.masks;
   p.window = spec.scalars.window;
   p.block_mask = args.block_mask;
@@ -86,7 +101,11 @@ void run_cpu(const KernelSpec& spec, const AttentionArgs& args) {
   // read it), so the kernel rotates and prunes exactly as the reference does.
   cpu::RopePlan rope;
   if (spec.score != ScoreKind::ScaledDot) {
-    const auto [q_first, q_count] = query_positions(documents, p.q_offset, p.Nq);
+    auto [q_first, q_count] = query_positions(documents, p.q_offset, p.Nq);
+    if (args.paged && !q_offsets.empty()) {  // every entry's [q_offset_b, q_offset_b + Nq)
+      const auto [lo, hi] = std::minmax_element(q_offsets.begin(), q_offsets.end());
+      q_first = *lo, q_count = *hi + p.Nq - *lo;
+    }
     rope = cpu::make_rope_plan(spec.scalars.rope, p.D, reference::rope_seq_len(args),
                                spec.score == ScoreKind::RopeWindow, p.Nk, q_first, q_count);
     p.rope = &rope;

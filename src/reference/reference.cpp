@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <exception>
 #include <limits>
 #include <type_traits>
 
 #include "attnfuse/error.hpp"
 #include "common/documents.hpp"
+#include "common/paged.hpp"
 #include "common/dtype.hpp"
 #include "rope/frequencies.hpp"
 
@@ -44,7 +46,9 @@ void check_view(const TensorView& t, const char* name) {
   if (t.numel() > 0 && t.data == nullptr) shape_error(fmt::format("{} has no data pointer", name));
 }
 
-Dims check(const KernelSpec& spec, const AttentionArgs& a) {
+// rope_len: the length RoPE frequencies are computed at (-1: rope_seq_len(a)); a paged call's
+// entries are computed one by one at the batch's length.
+Dims check(const KernelSpec& spec, const AttentionArgs& a, int64_t rope_len = -1) {
   check_view(a.q, "Q");
   check_view(a.k, "K");
   check_view(a.v, "V");
@@ -111,7 +115,7 @@ Dims check(const KernelSpec& spec, const AttentionArgs& a) {
                               d.rotary_dim, d.D));
     // The RoPE library validates the rest (Error(Verify) naming the parameter) and applies the
     // Hugging Face scaling; kernels compute the same frequencies at the same length.
-    d.freqs = rope::rope_frequencies(rp, static_cast<int>(d.D), rope_seq_len(a));
+    d.freqs = rope::rope_frequencies(rp, static_cast<int>(d.D), rope_len >= 0 ? rope_len : rope_seq_len(a));
     d.inv_freq_f.assign(d.freqs.inv_freq.begin(), d.freqs.inv_freq.end());
     if (spec.score == ScoreKind::RopeWindow) d.limits = rope::window_limits(d.freqs, rp.window_k);
   }
@@ -420,10 +424,9 @@ void run(const Ctx& call, Result& res) {
   }
 }
 
-}  // namespace
-
-Result attention(const KernelSpec& spec, const AttentionArgs& args, Precision precision) {
-  const Dims d = check(spec, args);
+Result contiguous_attention(const KernelSpec& spec, const AttentionArgs& args, Precision precision,
+                            int64_t rope_len = -1) {
+  const Dims d = check(spec, args, rope_len);
   Result res;
   res.out.assign(static_cast<size_t>(d.B * d.Hq * d.Nq * d.Dv), 0.0);
   res.lse.assign(static_cast<size_t>(d.B * d.Hq * d.Nq), kNegInf);
@@ -433,6 +436,53 @@ Result attention(const KernelSpec& spec, const AttentionArgs& args, Precision pr
   else
     run<float>(c, res);
   return res;
+}
+
+// A paged cache: each batch entry's pages gathered into a contiguous [1, Hkv, Nk_b, D] K / V of
+// the same dtype (exact copies), then computed as its own call with its own length, the explicit
+// q_offset if any, and the batch's RoPE length.
+Result paged_attention(const KernelSpec& spec, const AttentionArgs& args, Precision precision) {
+  check_view(args.q, "Q");
+  check_paged(spec, args);
+  const PagedKV& pk = *args.paged;
+  const int64_t B = args.q.shape[0], Hq = args.q.shape[1], Nq = args.q.shape[2], D = args.q.shape[3];
+  const int64_t Hkv = pk.heads(), Dv = pk.v_pages.shape[3], ps = pk.page_size();
+  const int64_t rope_len = paged_rope_seq_len(args);
+  const auto es = static_cast<size_t>(dtype_size(args.q.dtype));
+  Result res;
+  res.out.assign(static_cast<size_t>(B * Hq * Nq * Dv), 0.0);
+  res.lse.assign(static_cast<size_t>(B * Hq * Nq), kNegInf);
+  const auto ks = pk.strides(pk.k_pages), vs = pk.strides(pk.v_pages);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t nk = pk.kv_len(b);
+    std::vector<std::byte> kb(size_t(Hkv * nk * D) * es + 1), vb(size_t(Hkv * nk * Dv) * es + 1);
+    const TensorView k = TensorView::contiguous(kb.data(), args.q.dtype, {1, Hkv, nk, D});
+    const TensorView v = TensorView::contiguous(vb.data(), args.q.dtype, {1, Hkv, nk, Dv});
+    for (int64_t h = 0; h < Hkv; ++h)
+      for (int64_t j = 0; j < nk; ++j) {
+        const int64_t page = pk.page_indices[size_t(pk.page_indptr[size_t(b)] + j / ps)], slot = j % ps;
+        const auto* ksrc = static_cast<const std::byte*>(pk.k_pages.data) + size_t(page * ks[0] + h * ks[1] + slot * ks[2]) * es;
+        const auto* vsrc = static_cast<const std::byte*>(pk.v_pages.data) + size_t(page * vs[0] + h * vs[1] + slot * vs[2]) * es;
+        std::copy(ksrc, ksrc + size_t(D) * es, kb.data() + size_t(k.offset(0, h, j, 0)) * es);
+        std::copy(vsrc, vsrc + size_t(Dv) * es, vb.data() + size_t(v.offset(0, h, j, 0)) * es);
+      }
+    AttentionArgs one;
+    one.q = args.q;
+    one.q.shape[0] = 1;
+    one.q.data = static_cast<std::byte*>(args.q.data) + size_t(b * args.q.strides[0]) * es;
+    one.k = k, one.v = v;
+    one.q_offset = args.q_offset;
+    const Result r = contiguous_attention(spec, one, precision, rope_len);
+    std::copy(r.out.begin(), r.out.end(), res.out.begin() + b * Hq * Nq * Dv);
+    std::copy(r.lse.begin(), r.lse.end(), res.lse.begin() + b * Hq * Nq);
+  }
+  return res;
+}
+
+}  // namespace
+
+Result attention(const KernelSpec& spec, const AttentionArgs& args, Precision precision) {
+  return args.paged ? paged_attention(spec, args, precision) : contiguous_attention(spec, args, precision);
 }
 
 template <class T>
@@ -473,6 +523,7 @@ template void pv<double>(const AttentionArgs&, int64_t, int64_t, const double*, 
 template void pv<float>(const AttentionArgs&, int64_t, int64_t, const float*, float*);
 
 int64_t rope_seq_len(const AttentionArgs& args) {
+  if (args.paged) return paged_rope_seq_len(args);  // the longest sequence of the batch
   if (args.cu_seqlens_k) return longest_key_document(args);  // positions restart per document
   const int64_t Nq = args.q.shape[2], Nk = args.k.shape[2];
   return std::max(Nk, Nq > 0 ? args.resolved_q_offset() + Nq : 0);

@@ -27,6 +27,9 @@ struct Result {
 // document: each document is its own attention problem, aligned bottom-right, with positions
 // counted inside it (common/documents.hpp); rows of a document without keys give O = 0,
 // LSE = -inf.
+// Paged KV (args.paged): each batch entry's pages are gathered into a contiguous K / V and
+// computed as its own problem (its own length, bottom-right unless q_offset is given); the
+// per-(b, hq) ops below take contiguous K / V only.
 // rope / rope_window: every Hugging Face scaling, through the RoPE library (rope/frequencies.hpp)
 // at rope_seq_len(args); rope_window prunes pair r where |Δ| > rope::window_limits(...)[r].
 // Throws Error(Verify) for invalid RoPE parameters, Error(Shape) for a rotary_dim that is odd or
@@ -49,7 +52,8 @@ void pv(const AttentionArgs& args, int64_t b, int64_t hq, const T* P, T* out);
 // The sequence length RoPE frequencies are computed for (what `dynamic` and `longrope` read):
 // the largest position in play plus one, HF's max(position_ids) + 1, i.e. max(Nk, q_offset + Nq)
 // (Nk when Nq = 0). With document offsets (args.cu_seqlens_k) positions restart in each
-// document, so it is the longest key document (HF with packed position_ids). Kernels must use
+// document, so it is the longest key document (HF with packed position_ids); with a paged cache,
+// the batch's largest (HF's max(position_ids) + 1 of a padded batch). Kernels must use
 // the same length so that they rotate (and, for rope_window, prune) exactly as the reference does.
 int64_t rope_seq_len(const AttentionArgs& args);
 

@@ -177,6 +177,9 @@ RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& 
 }
 
 void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream) const {
+  if (args.paged)  // the CUDA kernels read contiguous K/V only (the paged path is CPU-only for now)
+    throw Error(ErrorCode::Unsupported, "the CUDA backend does not support paged KV caches yet; run "
+                                        "paged calls on the CPU (run_cpu) or pass contiguous K/V");
   validate(spec_, args);
   if (args.q.dtype != spec_.dtype)
     throw Error(ErrorCode::DType, fmt::format("kernel compiled for {} but Q is {}", dtype_name(spec_.dtype),

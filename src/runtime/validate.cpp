@@ -9,6 +9,7 @@
 #include "attnfuse/attention.hpp"
 #include "attnfuse/error.hpp"
 #include "common/documents.hpp"
+#include "common/paged.hpp"
 #include "rope/frequencies.hpp"
 
 namespace attnfuse {
@@ -38,7 +39,7 @@ void check_dtypes(const KernelSpec& spec, const AttentionArgs& a) {
   const DType t = a.q.dtype;
   const std::pair<const TensorView*, const char*> others[] = {{&a.k, "K"}, {&a.v, "V"}, {&a.out, "out"}};
   for (const auto& [view, name] : others)
-    if (view->dtype != t)
+    if (view->dtype != t && !(a.paged && view != &a.out))  // paged: check_paged checks the pages
       fail(ErrorCode::DType, fmt::format("{} is {} but Q is {}: Q, K, V and out must share one dtype",
                                          name, dtype_name(view->dtype), dtype_name(t)));
   // The CPU kernel takes any input dtype at run time; a CUDA kernel is compiled for one.
@@ -47,6 +48,8 @@ void check_dtypes(const KernelSpec& spec, const AttentionArgs& a) {
                                        "compile the program for {}",
                                        dtype_name(spec.dtype), dtype_name(t), dtype_name(t)));
 }
+
+void check_outputs(const KernelSpec& spec, const AttentionArgs& a, int64_t Dv);
 
 void check_shapes(const KernelSpec& spec, const AttentionArgs& a) {
   const auto &q = a.q.shape, &k = a.k.shape, &v = a.v.shape;
@@ -62,6 +65,12 @@ void check_shapes(const KernelSpec& spec, const AttentionArgs& a) {
   if (Hq > 0 && (Hkv == 0 || Hq % Hkv != 0))
     fail(ErrorCode::Shape,
          fmt::format("query heads (Hq={}) must be a multiple of key/value heads (Hkv={})", Hq, Hkv));
+  check_outputs(spec, a, Dv);
+}
+
+void check_outputs(const KernelSpec& spec, const AttentionArgs& a, int64_t Dv) {
+  const auto& q = a.q.shape;
+  const int64_t B = q[0], Hq = q[1], Nq = q[2], D = q[3];
   const std::array<int64_t, 4> want{B, Hq, Nq, Dv};
   if (a.out.shape != want)
     fail(ErrorCode::Shape, fmt::format("out {} must be [B, Hq, Nq, Dv] = {}", dims(a.out.shape), dims(want)));
@@ -154,6 +163,18 @@ void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
 }  // namespace
 
 void validate(const KernelSpec& spec, const AttentionArgs& args) {
+  if (args.paged) {  // K and V come from the pages (common/paged.hpp)
+    check_view(args.q, "Q");
+    check_view(args.out, "out");
+    check_dtypes(spec, args);
+    check_paged(spec, args);
+    check_outputs(spec, args, args.paged->v_pages.shape[3]);
+    check_bias(spec, args);
+    check_block_mask(spec, args);
+    check_cu_seqlens(spec, args);
+    check_scalars(spec, args);
+    return;
+  }
   check_view(args.q, "Q");
   check_view(args.k, "K");
   check_view(args.v, "V");

@@ -70,7 +70,7 @@ struct Comparison {
                                              const TensorView& out, const LseView* lse) {
   const reference::Result ref = reference::attention(spec, args, reference::Precision::F64);
   const reference::Result naive = reference::attention(spec, args, reference::Precision::Naive);
-  const int64_t B = args.q.shape[0], Hq = args.q.shape[1], Nq = args.q.shape[2], Dv = args.v.shape[3];
+  const int64_t B = args.q.shape[0], Hq = args.q.shape[1], Nq = args.q.shape[2], Dv = out.shape[3];
   const bool fp32 = args.q.dtype == DType::F32;
   const uint32_t poison_bits = out.dtype == DType::F32 ? kPoisonF32 : kPoison16;
 
