@@ -91,8 +91,16 @@ void kept_row(const KernelSpec& spec, const AttentionArgs& a, const Dims& d, int
 
 }  // namespace
 
+// The ablation variants read contiguous K/V only (a benchmark of fusion, not of paging).
+static void refuse_paged(const AttentionArgs& args) {
+  if (args.paged)
+    throw Error(ErrorCode::Unsupported, "the ablation variants read contiguous K/V; ablate without a "
+                                        "paged cache (no --page-size / --k-pages)");
+}
+
 void run_unfused(const KernelSpec& spec, const AttentionArgs& args) {
   validate(spec, args);
+  refuse_paged(args);
   const Dims d(args);
   for_each_head(d, [&](int64_t b, int64_t hq) {
     std::vector<float> S(static_cast<size_t>(d.Nq * d.Nk)), lse(static_cast<size_t>(d.Nq));
@@ -106,6 +114,7 @@ void run_unfused(const KernelSpec& spec, const AttentionArgs& args) {
 
 void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args) {
   validate(spec, args);
+  refuse_paged(args);
   // This variant tiles whole rows of P; restricting them to documents would be a second copy of
   // the fused kernel's document tiling for a benchmark-only path.
   if (spec.needs_cu_seqlens())

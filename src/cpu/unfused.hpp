@@ -14,6 +14,7 @@ void run_unfused(const KernelSpec& spec, const AttentionArgs& args);
 // (b) Two ops per (b, hq): one writes P (scores, modifiers, masks and normalization fused, P
 // materialized as [Nq, Nk] fp32), then a separate P V. Validates first; Error(Unsupported) for
 // document masks (run_unfused and the fused kernel run them).
+// Both refuse paged KV caches (Error(Unsupported)).
 void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args);
 
 }  // namespace attnfuse::cpu
