@@ -4,6 +4,8 @@
 // tolerance, poisoned outputs) in fp32/bf16/fp16 with GQA, and argument errors before any write.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -104,6 +106,49 @@ TEST(CpuPaged, BitwiseIdenticalToContiguous) {
           expect_identical_to_contiguous(specs[s], lengths, ps, layout, Nq, DType::F32, seed);
         }
       }
+}
+
+// Page tensors that are views with padded strides (rows of D + 8, pages 40 elements apart
+// beyond their size): the kernel must follow the strides, not assume dense pages.
+TEST(CpuPaged, StridedPageTensorsGiveTheSameBits) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<int64_t> lengths = {5, 0, 33, 64};
+  const KernelSpec spec = spec_of({MK::Causal}, {MD::Alibi});
+  for (Layout layout : {Layout::NHD, Layout::HND}) {
+    AttentionCase c({4, 4, 2, 3, longest(lengths), 32}, CaseOptions{}, seed);
+    PagedCache cache = make_paged_cache(c.k.view(), c.v.view(), lengths, 16, layout, seed);
+    run_cpu(spec, paged_args(c, cache));
+    const std::vector<std::byte> dense_out = c.out.storage();
+
+    // The same pages copied into padded storage, element by element.
+    const PagedKV dense = cache.view();
+    auto padded = [](const TensorView& t, std::vector<float>& store) {
+      const auto& sh = t.shape;
+      const int64_t row = sh[3] + 8, mid = sh[2] * row, outer = sh[1] * mid, page = outer + 40;
+      store.assign(static_cast<size_t>(sh[0] * page), std::nanf(""));
+      TensorView v = t;
+      v.data = store.data();
+      v.strides = {page, mid, row, 1};
+      for (int64_t a = 0; a < sh[0]; ++a)
+        for (int64_t b = 0; b < sh[1]; ++b)
+          for (int64_t r = 0; r < sh[2]; ++r)
+            for (int64_t d = 0; d < sh[3]; ++d)
+              store[static_cast<size_t>(a * page + b * mid + r * row + d)] =
+                  static_cast<const float*>(t.data)[t.offset(a, b, r, d)];
+      return v;
+    };
+    std::vector<float> ks, vs;
+    PagedKV strided = dense;
+    strided.k_pages = padded(dense.k_pages, ks);
+    strided.v_pages = padded(dense.v_pages, vs);
+    c.out.poison();
+    AttentionArgs args = paged_args(c, cache);
+    args.paged = strided;
+    run_cpu(spec, args);
+    EXPECT_TRUE(c.out.storage() == dense_out) << (layout == Layout::NHD ? "NHD" : "HND")
+                                              << ": strided pages changed the output bits";
+  }
 }
 
 TEST(CpuPaged, BitwiseIdentical16BitAndPrefill) {
