@@ -63,6 +63,8 @@ class Attnfuse:
         self.lib.attnfuse_compile.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                               ctypes.POINTER(ctypes.c_void_p)]
         self.lib.attnfuse_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(Args), ctypes.c_void_p]
+        self.lib.attnfuse_compile_rope.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                                   ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
         self.lib.attnfuse_last_error.restype = ctypes.c_char_p
 
     def compile(self, program, dtype, head_dim):
@@ -75,8 +77,6 @@ class Attnfuse:
 
     def compile_rope(self, program, dtype, head_dim, rope_mode):
         """attnfuse_compile_rope: rope_mode 0 auto, 1 fused, 2 prerotate."""
-        self.lib.attnfuse_compile_rope.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                                   ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
         handle = ctypes.c_void_p()
         code = {torch.bfloat16: 1, torch.float16: 2}[dtype]
         st = self.lib.attnfuse_compile_rope(program.encode(), 1, code, head_dim, rope_mode, ctypes.byref(handle))

@@ -13,10 +13,11 @@ inline constexpr int kCudaMaxHeadDim = 256;
 inline constexpr int kCudaSmemLimit = 227 * 1024;
 
 // Shared memory of the CUDA forward template (attention_fwd.cuh): Q tile + 2 stages of K and V,
-// rows padded by 8 elements, 2-byte elements; rope programs add their per-pair tables.
-constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim, ScoreKind score = ScoreKind::ScaledDot) {
-  const int tables = score == ScoreKind::ScaledDot ? 0 : (head_dim / 2) * 12;  // staged RoPE tables
-  return (t.block_q + 4 * t.block_k) * (head_dim + 8) * 2 + tables;
+// rows padded by 8 elements, 2-byte elements; kernels that rotate or prune pairs stage their
+// per-pair RoPE tables too (8-byte turn + 4-byte limit per pair). The one formula for both the
+// tile pass's checks and the launch (codegen::cuda::shared_memory_bytes).
+constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim, bool rope_tables = false) {
+  return (t.block_q + 4 * t.block_k) * (head_dim + 8) * 2 + (rope_tables ? (head_dim / 2) * 12 : 0);
 }
 
 // head_dim == 0 means "decided at run time" (CPU only: the CPU kernel takes D as an argument).
@@ -113,7 +114,7 @@ namespace detail {
 constexpr bool cuda_tile_ok(int d, ScoreKind score) {
   const TileConfig t = tile_sizes(Target::Cuda, d, DType::BF16, MaskSet{}, score);
   return t.block_q % (16 * t.num_warps) == 0 && t.block_k % 16 == 0 &&
-         cuda_smem_bytes(t, d, score) <= kCudaSmemLimit;
+         cuda_smem_bytes(t, d, score != ScoreKind::ScaledDot) <= kCudaSmemLimit;
 }
 }  // namespace detail
 static_assert(detail::cuda_tile_ok(32, ScoreKind::ScaledDot) && detail::cuda_tile_ok(64, ScoreKind::Rope) &&

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -17,19 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kDocCausal = "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V";
-
-void write_offsets(const fs::path& p, const std::vector<int64_t>& values, io::NpyDType dtype) {
-  io::NpyArray a;
-  a.dtype = dtype;
-  a.shape = {static_cast<int64_t>(values.size())};
-  const size_t w = dtype == io::NpyDType::I32 ? 4 : 8;
-  a.data.resize(values.size() * w);
-  for (size_t i = 0; i < values.size(); ++i) {
-    const int32_t v32 = static_cast<int32_t>(values[i]);
-    std::memcpy(a.data.data() + i * w, w == 4 ? static_cast<const void*>(&v32) : &values[i], w);
-  }
-  io::write_npy(p, a);
-}
 
 // Inputs [1, 4, Nq | Nk, 16] with GQA 2 and the documents' offsets, written into `dir`; returns
 // the run arguments (o.npy, l.npy as outputs).
@@ -44,8 +30,8 @@ std::vector<std::string> setup(const TempDir& dir, Inputs& in, io::NpyDType dtyp
   write_f32(dir / "q.npy", {1, 4, Nq, 16}, in.q);
   write_f32(dir / "k.npy", {1, 2, Nk, 16}, in.k);
   write_f32(dir / "v.npy", {1, 2, Nk, 16}, in.v);
-  write_offsets(dir / "cq.npy", in.cu_seqlens_q, dtype);
-  write_offsets(dir / "ck.npy", in.cu_seqlens_k, dtype);
+  write_ints(dir / "cq.npy", in.cu_seqlens_q, dtype);
+  write_ints(dir / "ck.npy", in.cu_seqlens_k, dtype);
   return {"run", kDocCausal, "--q", (dir / "q.npy").string(), "--k", (dir / "k.npy").string(),
           "--v", (dir / "v.npy").string(), "--cu-seqlens-q", (dir / "cq.npy").string(),
           "--cu-seqlens-k", (dir / "ck.npy").string(), "--out", (dir / "o.npy").string(),
@@ -114,10 +100,10 @@ TEST(CliDocument, ErrorsBeforeWriting) {
   const auto at = std::find(missing.begin(), missing.end(), "--cu-seqlens-k");
   missing.erase(at, at + 2);
   expect_user_error(dir, missing, "no --cu-seqlens-k was given");
-  write_offsets(dir / "ck.npy", {0, 12, 10, 24}, io::NpyDType::I64);
-  write_offsets(dir / "cq.npy", {0, 3, 5, 24}, io::NpyDType::I64);
+  write_ints(dir / "ck.npy", {0, 12, 10, 24}, io::NpyDType::I64);
+  write_ints(dir / "cq.npy", {0, 3, 5, 24}, io::NpyDType::I64);
   expect_user_error(dir, args, "cu_seqlens_k must be non-decreasing");
-  write_offsets(dir / "ck.npy", {0, 3, 5, 23}, io::NpyDType::I64);
+  write_ints(dir / "ck.npy", {0, 3, 5, 23}, io::NpyDType::I64);
   expect_user_error(dir, args, "cu_seqlens_k must end at Nk = 24 but its last entry is 23");
   write_f32(dir / "ck.npy", {3}, {0, 5, 24});
   expect_user_error(dir, args, "--cu-seqlens-k must be int32 or int64, got float32");

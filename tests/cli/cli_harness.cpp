@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -98,6 +99,19 @@ std::vector<float> random_normal(size_t n, std::mt19937_64& rng) {
 
 void write_f32(const fs::path& file, const std::vector<int64_t>& shape, const std::vector<float>& values) {
   io::write_npy(file, io::make_f32(shape, values));
+}
+
+void write_ints(const fs::path& file, const std::vector<int64_t>& values, io::NpyDType dtype) {
+  io::NpyArray a;
+  a.dtype = dtype;
+  a.shape = {static_cast<int64_t>(values.size())};
+  const size_t w = dtype == io::NpyDType::I32 ? 4 : 8;
+  a.data.resize(values.size() * w);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int32_t v32 = static_cast<int32_t>(values[i]);
+    std::memcpy(a.data.data() + i * w, w == 4 ? static_cast<const void*>(&v32) : &values[i], w);
+  }
+  io::write_npy(file, a);
 }
 
 io::NpyArray read(const fs::path& file) { return io::read_npy(file); }

@@ -51,6 +51,9 @@ void write_f32(const std::filesystem::path& file, const std::vector<int64_t>& sh
                const std::vector<float>& values);
 io::NpyArray read(const std::filesystem::path& file);
 
+// Writes a 1-D int32 or int64 .npy (offsets, page tables).
+void write_ints(const std::filesystem::path& file, const std::vector<int64_t>& values, io::NpyDType dtype);
+
 // The in-process answer for the same inputs: float64 reference and naive same-precision
 // decomposition, inputs rounded to `dtype` first.
 struct Expected {

@@ -4,7 +4,6 @@
 // written.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 
 #include "cli_harness.hpp"
@@ -15,19 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kProgram = "softmax(alibi(causal(rope(Q, K)))) @ V";
-
-void write_ints(const fs::path& p, const std::vector<int64_t>& values, io::NpyDType dtype) {
-  io::NpyArray a;
-  a.dtype = dtype;
-  a.shape = {static_cast<int64_t>(values.size())};
-  const size_t w = dtype == io::NpyDType::I32 ? 4 : 8;
-  a.data.resize(values.size() * w);
-  for (size_t i = 0; i < values.size(); ++i) {
-    const int32_t v32 = static_cast<int32_t>(values[i]);
-    std::memcpy(a.data.data() + i * w, w == 4 ? static_cast<const void*>(&v32) : &values[i], w);
-  }
-  io::write_npy(p, a);
-}
 
 // Q [3, 4, 2, 16] and a cache of 6 pages of 4 rows, 2 KV heads: sequence 0 holds pages 3, 0
 // (7 keys), sequence 1 page 5 (4 keys), sequence 2 nothing (its rows give O = 0, LSE = -inf).

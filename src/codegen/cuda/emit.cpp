@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "attnfuse/error.hpp"
+#include "passes/tile_sizes.hpp"
 
 namespace attnfuse::codegen::cuda {
 namespace {
@@ -46,12 +47,9 @@ void check_supported(const KernelSpec& spec) {
 int threads_per_block(const KernelSpec& spec) { return spec.tile.num_warps * 32; }
 
 int shared_memory_bytes(const KernelSpec& spec) {
-  // Q tile + two stages of K and V tiles, rows padded by 8 elements (see attention_fwd.cuh).
-  // The per-pair RoPE tables staged in smem (8-byte turn + 4-byte limit per pair) whenever the
-  // kernel rotates or prunes pairs.
+  // attention_fwd.cuh stages the RoPE tables when it rotates (kRotate) or prunes (kPairWindow).
   const bool tables = rotates_in_kernel(spec) || spec.score == ScoreKind::RopeWindow;
-  return (spec.tile.block_q + 4 * spec.tile.block_k) * (spec.head_dim + 8) * 2 +
-         (tables ? (spec.head_dim / 2) * 12 : 0);
+  return passes::cuda_smem_bytes(spec.tile, spec.head_dim, tables);
 }
 
 bool rotates_in_kernel(const KernelSpec& spec) {
