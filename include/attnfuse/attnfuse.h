@@ -45,6 +45,56 @@ typedef struct {
   int64_t batch_stride;  /* elements between the rows of two batch entries */
 } attnfuse_offsets;
 
+/* A paged KV cache (FlashInfer's conventions; the C form of attnfuse::PagedKV). K and V live in
+ * pages of page_size rows, in the kernel's dtype, with a contiguous last dimension:
+ *   NHD: k_pages [num_pages, page_size, Hkv, D], v_pages [num_pages, page_size, Hkv, Dv]
+ *   HND: k_pages [num_pages, Hkv, page_size, D], v_pages [num_pages, Hkv, page_size, Dv]
+ * (attnfuse_tensor's four dimensions are then read in that order, not as [B, H, S, D]).
+ * Batch entry b owns the pages page_indices[page_indptr[b] .. page_indptr[b+1]), in order; the
+ * last of them holds last_page_len[b] valid rows (1..page_size), so its KV length is
+ * (pages_b - 1) * page_size + last_page_len[b] (0 without pages: its rows give O = 0, LSE = -inf).
+ * page_indptr has B + 1 entries (B = args.q.shape[0]), starts at 0 and never decreases;
+ * last_page_len has B entries; page_indices has num_page_indices >= page_indptr[B] entries, each in
+ * [0, num_pages). Pages may be shared between sequences and need not be in order. Queries are
+ * aligned bottom-right to each sequence's own length unless has_q_offset is set.
+ * Where the three index arrays live: on ATTNFUSE_DEVICE_CUDA they are DEVICE pointers (as in
+ * FlashAttention and FlashInfer; their sizes are checked, their contents are not read on the host),
+ * on ATTNFUSE_DEVICE_CPU host pointers (checked entry by entry). additive_bias, block_sparse and
+ * document programs need one key axis shared by the batch and are refused with a paged cache
+ * (ATTNFUSE_ERROR_UNSUPPORTED). */
+typedef enum { ATTNFUSE_PAGED_NHD = 0, ATTNFUSE_PAGED_HND = 1 } attnfuse_paged_layout;
+
+typedef struct {
+  attnfuse_tensor k_pages, v_pages;
+  attnfuse_paged_layout layout;
+  const int32_t* page_indices;
+  int64_t num_page_indices;
+  const int32_t* page_indptr;   /* B + 1 entries */
+  const int32_t* last_page_len; /* B entries */
+} attnfuse_paged_kv;
+
+/* Which (query block, key block) pairs a block_sparse program keeps (attnfuse::BlockMask). A host
+ * object on every device: the CUDA runtime uploads it on its first launch (synchronously) and keeps
+ * the upload with the mask, so later launches with the same mask copy nothing. Immutable once
+ * built; one mask may serve any number of kernels and launches (and threads). */
+typedef struct attnfuse_block_mask attnfuse_block_mask;
+
+/* Builds a block mask from a dense grid of active blocks: grid is [batch, heads, nqb, nkb] uint8
+ * (C order, host memory, nonzero = active) with nqb = ceil(q_len / block_q) and
+ * nkb = ceil(kv_len / block_k). Every cell of an active block is kept (full blocks). batch or
+ * heads = 1 broadcasts over that axis of a call. The grid is copied: it may be freed on return.
+ * Errors: ATTNFUSE_ERROR_INVALID_ARGUMENT (out is NULL), ATTNFUSE_ERROR_SHAPE (non-positive block
+ * sizes, negative dimensions, a NULL grid with blocks to read); *out is NULL on error. */
+attnfuse_status attnfuse_block_mask_from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
+                                               int64_t kv_len, int block_q, int block_k,
+                                               attnfuse_block_mask** out);
+
+/* Frees a mask and its device upload (NULL is a no-op). On CUDA, launches are asynchronous: free a
+ * mask only after the launches that read it have completed (synchronize their stream first). */
+void attnfuse_block_mask_free(attnfuse_block_mask* mask);
+
+/* One call's tensors. Zero-initialize it ({0} / memset) and set what the program needs: fields
+ * added in later versions are appended at the end, and zero means "not given" for every one. */
 typedef struct {
   attnfuse_tensor q, k, v, out;  /* dtype = the kernel's dtype */
   float* lse;                    /* optional [B, Hq, Nq] fp32; NULL to skip */
@@ -52,8 +102,15 @@ typedef struct {
   const attnfuse_tensor* bias;   /* additive_bias: fp32 [1|B, 1|Hq, Nq, Nk]; NULL otherwise */
   int has_q_offset;              /* 0: bottom-right default (Nk - Nq) */
   int64_t q_offset;
-  const attnfuse_offsets* cu_seqlens_q;  /* document(): both set; NULL otherwise */
+  /* document(): both set; NULL otherwise. The offsets are DEVICE memory on ATTNFUSE_DEVICE_CUDA
+   * (as FlashAttention's cu_seqlens), host memory on ATTNFUSE_DEVICE_CPU. */
+  const attnfuse_offsets* cu_seqlens_q;
   const attnfuse_offsets* cu_seqlens_k;
+  /* Appended fields (ABI-compatible: the layout above is unchanged). */
+  const attnfuse_paged_kv* paged;         /* a paged KV cache; then k and v are left zeroed (data
+                                             NULL, every shape 0). NULL: contiguous k and v */
+  const attnfuse_block_mask* block_mask;  /* block_sparse: required; must be NULL otherwise. Built
+                                             for this call's (Nq, Nk), batch and heads 1 or B / Hq */
 } attnfuse_args;
 
 typedef struct attnfuse_kernel attnfuse_kernel;

@@ -1,13 +1,21 @@
 // The C ABI over the C++ library: errors become status codes plus a thread-local message.
 #include "attnfuse/attnfuse.h"
 
+#include <memory>
 #include <string>
 
 #include "attnfuse/attention.hpp"
+#include "attnfuse/block_mask.hpp"
 #include "attnfuse/error.hpp"
 #include "attnfuse/program.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
+
+// A block mask handed across the ABI (immutable once built; the CUDA runtime keeps its upload with
+// the BlockMask itself).
+struct attnfuse_block_mask {
+  attnfuse::BlockMask mask;
+};
 
 struct attnfuse_kernel {
   attnfuse::KernelSpec spec;
@@ -68,8 +76,47 @@ attnfuse::SeqOffsetsView to_offsets(const attnfuse_offsets& o) {
   return v;
 }
 
+// A paged cache's page table as spans: B = Q's batch, page_indptr B + 1 entries, last_page_len
+// B. The pointers are host memory on the CPU, device memory on CUDA; nothing is read here.
+attnfuse::PagedKV to_paged(const attnfuse_paged_kv& p, int64_t batch, attnfuse::DType dtype) {
+  attnfuse::PagedKV v;
+  v.k_pages = to_view(p.k_pages, dtype);
+  v.v_pages = to_view(p.v_pages, dtype);
+  v.layout = p.layout == ATTNFUSE_PAGED_HND ? attnfuse::PagedKV::Layout::HND : attnfuse::PagedKV::Layout::NHD;
+  v.page_indices = {p.page_indices, static_cast<size_t>(p.num_page_indices)};
+  v.page_indptr = {p.page_indptr, static_cast<size_t>(batch + 1)};
+  v.last_page_len = {p.last_page_len, static_cast<size_t>(batch)};
+  return v;
+}
+
+// What the spans of to_paged need before they can be formed (validate() checks the rest); a
+// status other than OK means the call is refused with that message.
+attnfuse_status check_paged_pointers(const attnfuse_paged_kv& p, int64_t batch) {
+  if (p.layout != ATTNFUSE_PAGED_NHD && p.layout != ATTNFUSE_PAGED_HND)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "paged->layout must be ATTNFUSE_PAGED_NHD or ATTNFUSE_PAGED_HND (got " +
+                                                     std::to_string(static_cast<int>(p.layout)) + ")");
+  if (batch < 0)
+    return fail(ATTNFUSE_ERROR_SHAPE, "Q has a negative batch dimension (" + std::to_string(batch) + ")");
+  if (p.num_page_indices < 0)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
+                "paged->num_page_indices must be >= 0 (got " + std::to_string(p.num_page_indices) + ")");
+  if (p.page_indptr == nullptr)
+    return fail(ATTNFUSE_ERROR_MISSING_TENSOR, "paged->page_indptr is NULL; it needs B + 1 = " +
+                                                   std::to_string(batch + 1) + " entries");
+  if (p.last_page_len == nullptr && batch > 0)
+    return fail(ATTNFUSE_ERROR_MISSING_TENSOR,
+                "paged->last_page_len is NULL; it needs B = " + std::to_string(batch) + " entries");
+  if (p.page_indices == nullptr && p.num_page_indices > 0)
+    return fail(ATTNFUSE_ERROR_MISSING_TENSOR, "paged->page_indices is NULL but num_page_indices is " +
+                                                   std::to_string(p.num_page_indices));
+  return ATTNFUSE_OK;
+}
+
 }  // namespace
 
+static_assert(static_cast<int>(attnfuse::PagedKV::Layout::NHD) == ATTNFUSE_PAGED_NHD &&
+                  static_cast<int>(attnfuse::PagedKV::Layout::HND) == ATTNFUSE_PAGED_HND,
+              "the C enum mirrors attnfuse::PagedKV::Layout");
 static_assert(static_cast<int>(attnfuse::RopeMode::Auto) == ATTNFUSE_ROPE_AUTO &&
                   static_cast<int>(attnfuse::RopeMode::Fused) == ATTNFUSE_ROPE_FUSED &&
                   static_cast<int>(attnfuse::RopeMode::Prerotate) == ATTNFUSE_ROPE_PREROTATE,
@@ -102,6 +149,10 @@ attnfuse_status attnfuse_compile_rope(const char* program, attnfuse_device devic
 
 attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_args* args, void* stream) {
   if (!kernel || !args) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "kernel and args must not be NULL");
+  if (args->paged) {
+    const attnfuse_status st = check_paged_pointers(*args->paged, args->q.shape[0]);
+    if (st != ATTNFUSE_OK) return st;
+  }
   return guarded([&] {
     const attnfuse::DType dt = kernel->spec.dtype;
     attnfuse::AttentionArgs a;
@@ -120,6 +171,8 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
     if (args->has_q_offset) a.q_offset = args->q_offset;
     if (args->cu_seqlens_q) a.cu_seqlens_q = to_offsets(*args->cu_seqlens_q);
     if (args->cu_seqlens_k) a.cu_seqlens_k = to_offsets(*args->cu_seqlens_k);
+    if (args->paged) a.paged = to_paged(*args->paged, args->q.shape[0], dt);
+    if (args->block_mask) a.block_mask = &args->block_mask->mask;
     if (kernel->device == ATTNFUSE_DEVICE_CUDA)
       kernel->cuda->launch(a, kernel->spec.scalars, static_cast<attnfuse::runtime::CUstream>(stream));
     else
@@ -128,6 +181,19 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
 }
 
 void attnfuse_kernel_free(attnfuse_kernel* kernel) { delete kernel; }
+
+attnfuse_status attnfuse_block_mask_from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
+                                               int64_t kv_len, int block_q, int block_k,
+                                               attnfuse_block_mask** out) {
+  if (!out) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "out must not be NULL");
+  *out = nullptr;
+  return guarded([&] {
+    *out = new attnfuse_block_mask{
+        attnfuse::BlockMask::from_dense(grid, batch, heads, q_len, kv_len, block_q, block_k)};
+  });
+}
+
+void attnfuse_block_mask_free(attnfuse_block_mask* mask) { delete mask; }
 
 const char* attnfuse_last_error(void) { return g_last_error.c_str(); }
 
