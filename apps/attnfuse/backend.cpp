@@ -58,6 +58,7 @@ struct CudaResident::Impl {
   KernelSpec spec;
   AttentionArgs dev;
   DeviceBuffer q, k, v, out, lse, bias;
+  DeviceBuffer k_pages, v_pages, page_indices, page_indptr, last_page_len, cu_q, cu_k;
 };
 
 CudaResident::CudaResident(const KernelSpec& spec, const AttentionArgs& host) : impl_(std::make_unique<Impl>()) {
@@ -80,6 +81,35 @@ CudaResident::CudaResident(const KernelSpec& spec, const AttentionArgs& host) : 
   if (host.lse) {
     m.lse = DeviceBuffer(static_cast<size_t>(host.q.shape[0] * host.q.shape[1] * host.q.shape[2]) * 4);
     m.dev.lse = LseView::contiguous(static_cast<float*>(m.lse.get()), {host.q.shape[0], host.q.shape[1], host.q.shape[2]});
+  }
+  if (host.paged) {
+    // Pages and the page table go to the device (CUDA reads the index arrays there).
+    const PagedKV& hp = *host.paged;
+    PagedKV dp = hp;
+    dp.k_pages = upload(hp.k_pages, m.k_pages);
+    dp.v_pages = upload(hp.v_pages, m.v_pages);
+    auto upload_ints = [](std::span<const int32_t> a, DeviceBuffer& buf) {
+      buf = DeviceBuffer(a.size() * 4);
+      if (!a.empty()) buf.upload(a.data());
+      return std::span<const int32_t>(static_cast<const int32_t*>(buf.get()), a.size());
+    };
+    dp.page_indices = upload_ints(hp.page_indices, m.page_indices);
+    dp.page_indptr = upload_ints(hp.page_indptr, m.page_indptr);
+    dp.last_page_len = upload_ints(hp.last_page_len, m.last_page_len);
+    m.dev.paged = dp;
+  }
+  if (host.cu_seqlens_q && host.cu_seqlens_k) {
+    // Offsets go to the device as contiguous rows of one integer type.
+    auto upload_offsets = [](const SeqOffsetsView& o, DeviceBuffer& buf) {
+      std::vector<int64_t> rows(static_cast<size_t>(o.batch * o.length));
+      for (int64_t b = 0; b < o.batch; ++b)
+        for (int64_t d = 0; d < o.length; ++d) rows[size_t(b * o.length + d)] = o.at(b, d);
+      buf = DeviceBuffer(rows.size() * 8);
+      buf.upload(rows.data());
+      return SeqOffsetsView{buf.get(), SeqOffsetsView::Type::I64, o.batch, o.length, o.length};
+    };
+    m.dev.cu_seqlens_q = upload_offsets(*host.cu_seqlens_q, m.cu_q);
+    m.dev.cu_seqlens_k = upload_offsets(*host.cu_seqlens_k, m.cu_k);
   }
   if (host.bias) {
     // The GPU kernel reads an fp32 bias: widen whatever the CLI holds.
@@ -132,6 +162,16 @@ std::string cuda_rope_placement_line(Target target, const KernelSpec& spec, cons
                      mode == RopeMode::Fused ? "Q and K rotated inside the attention kernel"
                                              : "a rotation kernel, then the attention kernel",
                      spec.rope_mode == RopeMode::Auto ? "; chosen by the rope_mode=auto cost model" : "");
+}
+
+std::string cuda_launch_line(Target target, const KernelSpec& spec, const AttentionArgs& args) {
+  if (target != Target::Cuda) return "";
+  const runtime::LaunchPlan pl = runtime::cuda_kernel(spec).plan(args, spec.scalars);
+  return fmt::format("  cuda launch: {} variant{}, {} split{}{}, grid {}x{}x{}\n",
+                     pl.decode ? "decode (GQA group packed per tile)" : "prefill",
+                     pl.kv_layout == KvLayout::Paged ? ", paged K/V" : "", pl.num_splits,
+                     pl.num_splits == 1 ? "" : "s", pl.num_splits > 1 ? " + combine kernel" : "", pl.grid[0],
+                     pl.grid[1], pl.grid[2]);
 }
 
 void run_attention(Target target, const KernelSpec& spec, const AttentionArgs& args) {

@@ -140,7 +140,8 @@ int run_bench(const BenchCommand& c) {
   std::string report = fmt::format("attnfuse bench: {}\n  {}\n  work: {:.4f} of {:.0f} cells kept, "
                                    "{:.3f} GFLOP per call\n",
                                    one_line(p.text), describe_problem(p), density, cells, flops * 1e-9) +
-                       cuda_rope_placement_line(p.target, p.spec, args);
+                       cuda_rope_placement_line(p.target, p.spec, args) +
+                       cuda_launch_line(p.target, p.spec, args);
   nlohmann::json j;
   j["program"] = p.text;
   j["shape"] = {{"B", s.batch}, {"Hq", s.heads_q}, {"Hkv", s.heads_kv}, {"Nq", s.len_q},

@@ -49,6 +49,7 @@ int run_run(const RunCommand& c) {
                  .c_str(),
              stdout);
   std::fputs(cuda_rope_placement_line(p.target, p.spec, args).c_str(), stdout);
+  std::fputs(cuda_launch_line(p.target, p.spec, args).c_str(), stdout);
 
   bool pass = true;
   if (c.check) {

@@ -32,7 +32,7 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
                  "document d of the keys, positions restart in each, aligned bottom-right");
   app.add_option("--k-pages", o.files.k_pages,
                  "KP.npy, float32 [num_pages, page_size, Hkv, D] (nhd) or [num_pages, Hkv, page_size, D] "
-                 "(hnd): a paged KV cache instead of --k/--v (FlashInfer's conventions; CPU only)");
+                 "(hnd): a paged KV cache instead of --k/--v (FlashInfer's conventions)");
   app.add_option("--v-pages", o.files.v_pages, "VP.npy, float32, the V pages, laid out like --k-pages");
   app.add_option("--page-indices", o.files.page_indices,
                  "PI.npy, int32/int64: the pages of every sequence, one after the other");
@@ -44,7 +44,7 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
   app.add_option("--kv-layout", o.files.kv_layout, "nhd | hnd: the layout of --k-pages/--v-pages (default nhd)");
   app.add_option("--page-size", o.page_size,
                  "with --shape: store the random K/V in a paged cache of this page size, pages in a "
-                 "shuffled order (CPU only)")
+                 "shuffled order")
       ->check(CLI::PositiveNumber);
   app.add_option_function<int64_t>(
       "--q-offset", [&o](const int64_t& v) { o.files.q_offset = v; },
@@ -147,8 +147,6 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
     try {
       p.spec = compile(Target::Cuda, static_cast<int>(p.problem.shape.head_dim));
       check_cuda_supported(p.spec);
-      if (p.problem.paged)
-        throw Error(ErrorCode::Unsupported, "the CUDA backend does not support paged KV caches yet");
     } catch (const Error& e) {
       // --device auto prefers the GPU but never fails for want of it: fall back, and say why.
       if (device != DeviceChoice::Auto || e.code() != ErrorCode::Unsupported) throw;

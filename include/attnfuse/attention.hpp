@@ -92,17 +92,22 @@ struct AttentionArgs {
   // dimensions 0; Error(Shape) otherwise, so a call never silently ignores a tensor). Every mask,
   // modifier and score op works per sequence, except three that need one key axis shared by the
   // batch: additive_bias ([.., Nq, Nk]), block_sparse (a BlockMask of one kv_len) and document
-  // (offsets ending at Nk) are Error(Unsupported) with a paged cache. The CUDA backend refuses
-  // paged calls for now (Error(Unsupported)).
+  // (offsets ending at Nk) are Error(Unsupported) with a paged cache. On CUDA the three index
+  // arrays are device memory (IndexMemory::Device).
   std::optional<PagedKV> paged;
 
   // Without a paged cache: Nk - Nq unless given. With one, see PagedKV (per sequence).
   int64_t resolved_q_offset() const { return q_offset ? *q_offset : k.shape[2] - q.shape[2]; }
 };
 
+// Where a call's index arrays (paged.page_indices / page_indptr / last_page_len, cu_seqlens_q /
+// _k) live: host memory (CPU calls) or device memory (CUDA calls, as in FlashAttention and
+// FlashInfer; the host then checks their sizes but cannot read their entries).
+enum class IndexMemory { Host, Device };
+
 // Checks shapes, dtypes, strides and run-time tensors against the spec; throws Error
 // (Shape / DType / MissingTensor / Unsupported) and never touches the outputs.
-void validate(const KernelSpec& spec, const AttentionArgs& args);
+void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory indices = IndexMemory::Host);
 
 // The fused CPU backend (validates first).
 void run_cpu(const KernelSpec& spec, const AttentionArgs& args);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -77,7 +78,24 @@ class BlockMask {
   // the strongest state in it (# over + over .), so no active block disappears from the picture.
   std::string to_string(int64_t b = 0, int64_t h = 0, int max_cells = 64) const;
 
+  // The CSR as kernels read it: row (b, h, qb) -> row_index = (b * heads + h) * nqb + qb (b, h
+  // folded to 0 on broadcast axes); its entries [row_ptr[row], row_ptr[row + 1]) hold the key
+  // block, the full flag and the word offset of the cell bitmap (-1 for full blocks).
+  struct Csr {
+    std::span<const int64_t> row_ptr;
+    std::span<const int32_t> cols;
+    std::span<const uint8_t> full;
+    std::span<const int64_t> bitmap_ptr;
+    std::span<const uint64_t> bitmap;
+  };
+  Csr csr() const { return {row_ptr_, col_idx_, full_, bitmap_ptr_, bitmap_}; }
+
+  // The CUDA runtime's copy of the CSR on the device, opaque here: made by the first CUDA launch
+  // that reads this mask and shared by copies of it (a BlockMask never changes once built).
+  std::shared_ptr<void>& device_copy() const { return device_copy_; }
+
  private:
+  mutable std::shared_ptr<void> device_copy_;
   // Checked dimensions, no blocks yet (the factories fill the CSR).
   static BlockMask with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
                              int block_q, int block_k);

@@ -85,6 +85,11 @@ const char* rope_style_name(RopeStyle s);
 // per call from the shapes by the tile pass's cost model (auto; passes/rope_placement.hpp).
 // The CPU backend always fuses.
 enum class RopeMode { Auto, Fused, Prerotate };
+
+// Where a CUDA call's K and V live: strided [B, Hkv, Nk, D] tensors, or a paged cache
+// (AttentionArgs::paged). Like the rope placement it is resolved per call; each layout is its
+// own compiled variant, so contiguous calls carry no page-table code.
+enum class KvLayout { Contiguous, Paged };
 const char* rope_mode_name(RopeMode m);
 const char* rope_scaling_name(RopeScaling s);
 
@@ -129,6 +134,9 @@ struct TileConfig {
   int block_k = 64;   // keys per tile
   int num_warps = 0;  // CUDA only
   int stages = 0;     // CUDA only: cp.async pipeline depth
+  // CUDA only, the decode variant: the query heads of one GQA group share a tile's rows (row r
+  // is head r / Nq of the group, query r % Nq), so each K/V tile is read once per KV head.
+  bool pack_gqa = false;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };
 
@@ -146,6 +154,7 @@ struct KernelSpec {
   DType dtype = DType::F32;  // element type of Q/K/V/O
   int head_dim = 0;          // 0: any (the CPU kernel takes D at run time)
   RopeMode rope_mode = RopeMode::Auto;  // rope / rope_window on CUDA (see RopeMode)
+  KvLayout kv_layout = KvLayout::Contiguous;  // CUDA: resolved per call (see KvLayout)
   // run-time arguments with the program's values
   ScalarArgs scalars;
 

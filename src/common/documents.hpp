@@ -34,7 +34,8 @@ Documents read_documents(const AttentionArgs& args, int64_t b);
 // num_docs + 1 of each with batch rows 1 or B (Error(Shape)), and every row starting at 0,
 // non-decreasing and ending at Nq resp. Nk (Error(Shape) naming the tensor, row and entry).
 // An explicit q_offset is Error(Unsupported): each document is aligned bottom-right on its own.
-void check_documents(const AttentionArgs& args);
+// read_offsets = false (device memory, CUDA calls) checks counts and batch rows, not the entries.
+void check_documents(const AttentionArgs& args, bool read_offsets = true);
 
 // The longest key document of the call: positions run 0 .. max Lk - 1, so this is the length
 // RoPE scalings read (reference::rope_seq_len).

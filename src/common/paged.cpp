@@ -33,7 +33,7 @@ bool empty_view(const TensorView& t) {
 
 }  // namespace
 
-void check_paged(const KernelSpec& spec, const AttentionArgs& a) {
+void check_paged(const KernelSpec& spec, const AttentionArgs& a, bool read_table) {
   const PagedKV& pk = *a.paged;
   if (!empty_view(a.k) || !empty_view(a.v))
     shape_error("K and V come from the paged cache (args.paged), so args.k and args.v must be left "
@@ -75,6 +75,11 @@ void check_paged(const KernelSpec& spec, const AttentionArgs& a) {
   if (static_cast<int64_t>(last.size()) != B)
     shape_error(fmt::format("last_page_len has {} entries but the batch has B = {}; it needs B",
                             last.size(), B));
+  if (!read_table) {  // device memory (CUDA): the sizes are all the host can check
+    if (pk.page_size() == 0 && !indices.empty())
+      throw Error(ErrorCode::MissingTensor, "the paged cache has page_size 0 but page_indices is not empty");
+    return;
+  }
   if (indptr[0] != 0) shape_error(fmt::format("page_indptr must start at 0 but starts at {}", indptr[0]));
   for (int64_t b = 0; b < B; ++b)
     if (indptr[size_t(b + 1)] < indptr[size_t(b)])

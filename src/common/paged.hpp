@@ -15,8 +15,9 @@ namespace attnfuse {
 // page_indptr with B + 1 entries, starting at 0, non-decreasing; page_indices long enough and in
 // [0, num_pages); last_page_len with B entries in [1, page_size] for sequences with pages
 // (Error(Shape) naming the entry). additive_bias, block_sparse and document are
-// Error(Unsupported). Reads the page table only; writes nothing.
-void check_paged(const KernelSpec& spec, const AttentionArgs& args);
+// Error(Unsupported). Reads the page table only; writes nothing. read_table = false (the table
+// is device memory, CUDA calls) checks the sizes of the three index arrays but not their entries.
+void check_paged(const KernelSpec& spec, const AttentionArgs& args, bool read_table = true);
 
 // The KV length of every batch entry (call check_paged first).
 std::vector<int64_t> paged_kv_lengths(const PagedKV& paged);

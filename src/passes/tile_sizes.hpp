@@ -109,6 +109,23 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
   return tile_sizes(Target::Cuda, spec.head_dim, spec.dtype, spec.masks, effective, spec.modifiers, spec.norm);
 }
 
+// The decode variant (runtime::LaunchTuning, Nq <= 16): a GQA group's query heads share the
+// rows of one 64-row tile (4 warps x 16 rows; warps past the real rows only help load), so each
+// K/V tile crosses the memory bus once per KV head, and split-KV spreads the key axis over the
+// SMs. Decode is bound by reading K and V: block_k = 64 keeps the tile at (64 + 4 * 64) rows of
+// shared memory (87 KB at D = 128), two blocks per SM, so two K/V stages per block keep about
+// 64 KB in flight per SM, more than the ~48 KB the 4.2 TB/s of HBM3e needs at ~1.5 µs latency.
+// D = 256 halves block_k to stay in the same shared memory and registers.
+constexpr TileConfig cuda_decode_tile(int head_dim) {
+  TileConfig t;
+  t.block_q = 64;
+  t.block_k = head_dim > 128 ? 32 : 64;
+  t.num_warps = 4;
+  t.stages = 2;
+  t.pack_gqa = true;
+  return t;
+}
+
 // The CUDA choices must be launchable for every head dim the template supports.
 namespace detail {
 constexpr bool cuda_tile_ok(int d, ScoreKind score) {

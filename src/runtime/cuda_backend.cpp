@@ -20,6 +20,7 @@
 #include "codegen/cuda/kernels/params.cuh"
 #include "common/sha256.hpp"
 #include "passes/rope_placement.hpp"
+#include "passes/split_kv.hpp"
 #include "passes/tile_sizes.hpp"
 #include "reference/reference.hpp"
 #include "runtime/disk_cache.hpp"
@@ -48,7 +49,9 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(arch), 8);
   put(static_cast<uint64_t>(s.rope_mode), 2);         // the module of a resolved mode
   put(static_cast<uint64_t>(s.scalars.rope.style), 1);  // neox/gptj pairing is compiled in
-  return k;  // 62 bits
+  put(static_cast<uint64_t>(s.kv_layout), 1);           // paged K/V addressing
+  put(static_cast<uint64_t>(s.tile.pack_gqa), 1);       // the decode variant
+  return k;  // 64 bits
 }
 
 std::string describe(const KernelSpec& s) {
@@ -62,9 +65,10 @@ std::string describe(const KernelSpec& s) {
                                ? ""
                                : fmt::format(" ({} {})", rope_style_name(s.scalars.rope.style),
                                              rope_mode_name(s.rope_mode));
-  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}", score_kind_name(s.score), rope,
+  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}", score_kind_name(s.score), rope,
                      norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
-                     dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k);
+                     dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
+                     s.tile.pack_gqa ? " decode" : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
 }
 
 }  // namespace
@@ -118,18 +122,20 @@ const std::optional<TileConfig>& tile_override() {
   return t;
 }
 
-// Prerotate mode's rotated copies of Q and K: one grow-only device buffer per stream (launches
-// on one stream are ordered, so reuse is safe; two streams never share one). Growing syncs the
-// stream first, since its earlier kernels may still read the old buffer.
-void* stream_workspace(CUstream stream, size_t bytes) {
+// Per-stream scratch of a call: slot 0 holds prerotate mode's rotated Q and K, slot 1 the
+// split-KV partials. One grow-only device buffer per (stream, slot): launches on one stream are
+// ordered, so reuse is safe, and two streams never share one. Growing syncs the stream first,
+// since its earlier kernels may still read the old buffer.
+enum WorkspaceSlot { kRopeWorkspace = 0, kSplitWorkspace = 1 };
+void* stream_workspace(CUstream stream, WorkspaceSlot slot, size_t bytes) {
   struct Buffer {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
   };
   static std::mutex mu;
-  static std::unordered_map<CUstream, Buffer> buffers;
+  static std::map<std::pair<CUstream, int>, Buffer> buffers;
   std::lock_guard<std::mutex> lock(mu);
-  Buffer& b = buffers[stream];
+  Buffer& b = buffers[{stream, static_cast<int>(slot)}];
   if (b.bytes < bytes) {
     const DriverApi& d = driver();
     if (b.ptr) {
@@ -137,10 +143,70 @@ void* stream_workspace(CUstream stream, size_t bytes) {
       check(d.cuMemFree(b.ptr), "cuMemFree");
       b = Buffer{};
     }
-    check(d.cuMemAlloc(&b.ptr, bytes), "cuMemAlloc (rope prerotate workspace)");
+    check(d.cuMemAlloc(&b.ptr, bytes), slot == kRopeWorkspace ? "cuMemAlloc (rope prerotate workspace)"
+                                                              : "cuMemAlloc (split-KV workspace)");
     b.bytes = bytes;
   }
   return reinterpret_cast<void*>(b.ptr);
+}
+
+// A BlockMask's CSR on the device: one allocation, uploaded once per mask (BlockMask::device_copy).
+struct DeviceBlockMask {
+  CUdeviceptr base = 0;
+  const int* row_ptr = nullptr;
+  const int* cols = nullptr;
+  const unsigned char* full = nullptr;
+  const int64_t* bits_ptr = nullptr;
+  const uint64_t* bits = nullptr;
+  ~DeviceBlockMask() {
+    if (base) driver().cuMemFree(base);
+  }
+};
+
+const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto& slot = mask.device_copy()) return *static_cast<const DeviceBlockMask*>(slot.get());
+  const BlockMask::Csr c = mask.csr();
+  if (!c.row_ptr.empty() && c.row_ptr.back() > INT32_MAX)
+    throw Error(ErrorCode::Unsupported, fmt::format("the BlockMask has {} active blocks; the CUDA kernel "
+                                                    "indexes up to 2^31 - 1", c.row_ptr.back()));
+  std::vector<int32_t> row_ptr(c.row_ptr.begin(), c.row_ptr.end());
+  auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
+  const size_t o_rows = 0, o_cols = align(o_rows + row_ptr.size() * 4), o_full = align(o_cols + c.cols.size() * 4);
+  const size_t o_bptr = align(o_full + c.full.size()), o_bits = align(o_bptr + c.bitmap_ptr.size() * 8);
+  const size_t total = std::max<size_t>(o_bits + c.bitmap.size() * 8, 256);
+  auto dm = std::make_shared<DeviceBlockMask>();
+  const DriverApi& d = driver();
+  check(d.cuMemAlloc(&dm->base, total), "cuMemAlloc (BlockMask)");
+  auto put = [&](size_t off, const void* src, size_t bytes) {
+    if (bytes) check(d.cuMemcpyHtoD(dm->base + off, src, bytes), "cuMemcpyHtoD (BlockMask)");
+  };
+  put(o_rows, row_ptr.data(), row_ptr.size() * 4);
+  put(o_cols, c.cols.data(), c.cols.size() * 4);
+  put(o_full, c.full.data(), c.full.size());
+  put(o_bptr, c.bitmap_ptr.data(), c.bitmap_ptr.size() * 8);
+  put(o_bits, c.bitmap.data(), c.bitmap.size() * 8);
+  auto at = [&](size_t off) { return reinterpret_cast<const char*>(dm->base + off); };
+  dm->row_ptr = reinterpret_cast<const int*>(at(o_rows));
+  dm->cols = reinterpret_cast<const int*>(at(o_cols));
+  dm->full = reinterpret_cast<const unsigned char*>(at(o_full));
+  dm->bits_ptr = reinterpret_cast<const int64_t*>(at(o_bptr));
+  dm->bits = reinterpret_cast<const uint64_t*>(at(o_bits));
+  mask.device_copy() = dm;
+  return *dm;
+}
+
+// Resident blocks per SM of a loaded kernel (shared memory, registers and threads bound it).
+int blocks_per_sm(const LoadedModule& m) {
+  const DeviceInfo& dev = device_info();
+  int n = std::max(1, 2048 / std::max(m.threads, 32));
+  if (dev.max_shared_per_sm > 0) n = std::min(n, dev.max_shared_per_sm / (m.smem + 1024));
+  if (dev.registers_per_sm > 0 && m.registers > 0) {
+    const int regs_per_warp = (m.registers * 32 + 255) / 256 * 256;  // allocation unit: 256 per warp
+    n = std::min(n, dev.registers_per_sm / (regs_per_warp * (m.threads / 32)));
+  }
+  return std::max(n, 1);
 }
 
 }  // namespace
@@ -154,20 +220,33 @@ RopeMode CudaKernel::default_mode() const {
   return spec_.rope_mode == RopeMode::Auto ? RopeMode::Fused : spec_.rope_mode;
 }
 
-const LoadedModule& CudaKernel::module(RopeMode mode) const {
-  auto& slot = variants_[static_cast<int>(mode)];
+KernelSpec CudaKernel::resolved(RopeMode mode, bool decode, KvLayout kv) const {
+  KernelSpec r = spec_;
+  r.rope_mode = mode;
+  r.kv_layout = kv;
+  if (decode) r.tile = passes::cuda_decode_tile(spec_.head_dim);
+  else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
+  return r;
+}
+
+const LoadedModule& CudaKernel::module(RopeMode mode, bool decode, KvLayout kv) const {
+  auto& slot = variants_[static_cast<int>(mode) + 3 * int{decode} + 6 * static_cast<int>(kv)];
   if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
-  KernelSpec resolved = spec_;
-  resolved.rope_mode = mode;
-  if (spec_.score != ScoreKind::ScaledDot && !tile_override())
-    resolved.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
-  const LoadedModule& m = load_module(resolved);
+  const LoadedModule& m = load_module(resolved(mode, decode, kv));
   slot.store(&m, std::memory_order_release);
   return m;
 }
 
 RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars) const {
   if (spec_.score == ScoreKind::ScaledDot) return spec_.rope_mode;
+  // Documents and paged caches rotate in the kernel: positions restart per document / follow
+  // each sequence, which the rotation kernel's flat rows do not know.
+  if (args.paged || args.cu_seqlens_k) {
+    if (spec_.rope_mode == RopeMode::Prerotate)
+      throw Error(ErrorCode::Unsupported, "rope_mode=prerotate is not supported with paged KV caches or "
+                                          "document masks on CUDA; use fused or auto");
+    return RopeMode::Fused;
+  }
   if (spec_.rope_mode != RopeMode::Auto) return spec_.rope_mode;
   passes::RopeCallShape shape{args.q.shape[0], args.q.shape[1], args.k.shape[1], args.q.shape[2],
                               args.k.shape[2], spec_.head_dim, args.resolved_q_offset(),
@@ -176,53 +255,158 @@ RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& 
   return passes::choose_rope_mode(shape, passes::rope_cost_model_h200());
 }
 
-void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream) const {
-  if (args.paged)  // the CUDA kernels read contiguous K/V only (the paged path is CPU-only for now)
-    throw Error(ErrorCode::Unsupported, "the CUDA backend does not support paged KV caches yet; run "
-                                        "paged calls on the CPU (run_cpu) or pass contiguous K/V");
-  validate(spec_, args);
+namespace {
+
+// Shapes of a call whatever holds K and V.
+struct CallShape {
+  int64_t B, Hq, Nq, Hkv;
+  int64_t mean_nk;  // keys per sequence (the mean over a paged batch or over documents)
+  int64_t docs;     // documents (1 without)
+};
+
+CallShape call_shape(const AttentionArgs& a) {
+  CallShape c{a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k.shape[1], a.k.shape[2], 1};
+  if (a.paged) {
+    const PagedKV& pk = *a.paged;
+    c.Hkv = pk.heads();
+    c.mean_nk = c.B > 0 ? static_cast<int64_t>(pk.page_indices.size()) * pk.page_size() / c.B : 0;
+  }
+  if (a.cu_seqlens_k) {
+    c.docs = std::max<int64_t>(a.cu_seqlens_k->length - 1, 1);
+    c.mean_nk = c.mean_nk / c.docs;
+  }
+  return c;
+}
+
+}  // namespace
+
+LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars, const LaunchTuning& tuning) const {
+  const CallShape c = call_shape(args);
+  LaunchPlan pl;
+  pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars);
+  pl.kv_layout = args.paged ? KvLayout::Paged : KvLayout::Contiguous;
+  const BlockMask* mask = args.block_mask;
+  const int64_t ratio = c.Hkv > 0 ? c.Hq / c.Hkv : 1;
+  // GQA packing puts several heads in one tile: a per-head BlockMask would differ across its rows.
+  const bool packable = !(mask && mask->heads() > 1 && ratio > 1);
+  if (tuning.variant == LaunchTuning::Variant::Decode) {
+    if (!packable)
+      throw Error(ErrorCode::Unsupported, "the decode variant packs a GQA group's heads into one tile, "
+                                          "which a per-head BlockMask cannot share; use a head-broadcast mask");
+    pl.decode = true;
+  } else {
+    pl.decode = tuning.variant == LaunchTuning::Variant::Auto && packable && c.Nq <= kDecodeMaxQueries;
+  }
+  const LoadedModule& m = module(pl.rope_mode, pl.decode, pl.kv_layout);
+  const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
+  const int64_t group = pl.decode ? ratio : 1;
+  const int64_t heads = pl.decode ? c.Hkv : c.Hq;
+  const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
+  int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
+  if (mask && mask->num_q_blocks() > 0) {
+    const int64_t rows = mask->batch() * mask->heads() * mask->num_q_blocks();
+    key_tiles = static_cast<int64_t>(mask->csr().cols.size()) / std::max<int64_t>(rows, 1) * (mask->block_k() / bn);
+  }
+  int splits = tuning.num_splits;
+  if (splits <= 0)
+    splits = passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B, key_tiles,
+                                        device_info().multiprocessors, blocks_per_sm(m)});
+  pl.num_splits = std::clamp(splits, 1, passes::kMaxSplits);
+  const int64_t grid_x = std::max<int64_t>(slots, 1) * pl.num_splits;
+  if (grid_x > INT32_MAX || heads > 65535 || c.B > 65535)
+    throw Error(ErrorCode::Shape, "the call's grid exceeds CUDA's limits (2^31 - 1 query tiles x splits, "
+                                  "65535 heads and batches)");
+  pl.grid[0] = static_cast<unsigned>(grid_x);
+  pl.grid[1] = static_cast<unsigned>(heads);
+  pl.grid[2] = static_cast<unsigned>(c.B);
+  return pl;
+}
+
+namespace {
+
+void check_rows_16b(const TensorView& t, const char* name, std::initializer_list<int> dims) {
+  bool ok = reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+  for (int d : dims) ok = ok && t.strides[size_t(d)] % 8 == 0;
+  if (!ok)
+    throw Error(ErrorCode::Shape,
+                fmt::format("{} must be 16-byte aligned with strides (other than the last) that are multiples "
+                            "of 8 elements on CUDA (strides {}, {}, {})",
+                            name, t.strides[0], t.strides[1], t.strides[2]));
+}
+
+}  // namespace
+
+void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream,
+                        const LaunchTuning& tuning) const {
+  validate(spec_, args, IndexMemory::Device);
   if (args.q.dtype != spec_.dtype)
     throw Error(ErrorCode::DType, fmt::format("kernel compiled for {} but Q is {}", dtype_name(spec_.dtype),
                                               dtype_name(args.q.dtype)));
-  if (args.q.shape[3] != spec_.head_dim || args.v.shape[3] != spec_.head_dim)
+  const TensorView& kv_v = args.paged ? args.paged->v_pages : args.v;
+  if (args.q.shape[3] != spec_.head_dim || kv_v.shape[3] != spec_.head_dim)
     throw Error(ErrorCode::Shape, fmt::format("kernel compiled for head dim {} but Q has {} and V has {}",
-                                              spec_.head_dim, args.q.shape[3], args.v.shape[3]));
-  const int64_t B = args.q.shape[0], Hq = args.q.shape[1], Nq = args.q.shape[2];
-  const int64_t Hkv = args.k.shape[1], Nk = args.k.shape[2];
+                                              spec_.head_dim, args.q.shape[3], kv_v.shape[3]));
+  const CallShape c = call_shape(args);
+  const int64_t B = c.B, Hq = c.Hq, Nq = c.Nq, Hkv = c.Hkv;
+  const int64_t Nk = args.paged ? static_cast<int64_t>(args.paged->page_indices.size()) * args.paged->page_size()
+                                : args.k.shape[2];
   if (B == 0 || Hq == 0 || Nq == 0) return;
   if (Nq > INT32_MAX || Nk > INT32_MAX || Hq > 65535 || B > 65535)
     throw Error(ErrorCode::Shape, "the CUDA backend takes up to 2^31-1 rows and 65535 heads/batches");
   // Tiles move with 16-byte cp.async copies: every row of Q, K and V must start 16-byte aligned.
-  for (const auto* t : {&args.q, &args.k, &args.v}) {
-    const char* name = t == &args.q ? "Q" : (t == &args.k ? "K" : "V");
-    if (reinterpret_cast<uintptr_t>(t->data) % 16 != 0 || t->strides[0] % 8 || t->strides[1] % 8 || t->strides[2] % 8)
-      throw Error(ErrorCode::Shape,
-                  fmt::format("{} must be 16-byte aligned with batch/head/row strides that are multiples of 8 "
-                              "elements on CUDA (strides {}, {}, {})",
-                              name, t->strides[0], t->strides[1], t->strides[2]));
+  check_rows_16b(args.q, "Q", {0, 1, 2});
+  if (args.paged) {
+    check_rows_16b(args.paged->k_pages, "k_pages", {0, 1, 2});
+    check_rows_16b(args.paged->v_pages, "v_pages", {0, 1, 2});
+  } else {
+    check_rows_16b(args.k, "K", {0, 1, 2});
+    check_rows_16b(args.v, "V", {0, 1, 2});
   }
   if (args.out.strides[2] % 2 || reinterpret_cast<uintptr_t>(args.out.data) % 4 != 0)
     throw Error(ErrorCode::Shape, "O must be 4-byte aligned with an even row stride on CUDA");
   // The kernel computes positions in 32 bits (one register per cell): every query position
   // i + q_offset and every key position must fit.
-  const int64_t q_offset = args.resolved_q_offset();
+  const int64_t q_offset = args.paged ? args.q_offset.value_or(0) : args.resolved_q_offset();
   if (q_offset + Nq > INT32_MAX || q_offset < -int64_t{INT32_MAX} + Nk)
     throw Error(ErrorCode::Shape, fmt::format("q_offset {} puts query positions outside the 32-bit range "
                                               "the CUDA kernel uses", q_offset));
   if (spec_.modifiers.has(ModifierKind::Alibi) && scalars.alibi == AlibiSlopes::Custom)
     throw Error(ErrorCode::Unsupported, "custom ALiBi slopes on CUDA are not supported yet; use slopes=standard");
+  const bool rope = spec_.score != ScoreKind::ScaledDot;
+  const bool device_lengths = args.paged || args.cu_seqlens_k;  // lengths the host cannot read
+  if (rope && device_lengths &&
+      (scalars.rope.rope_type == RopeScaling::Dynamic || scalars.rope.rope_type == RopeScaling::Longrope))
+    throw Error(ErrorCode::Unsupported,
+                "dynamic and longrope scalings depend on the sequence length, which a CUDA call with a paged "
+                "cache or documents keeps in device memory; run it on the CPU or use a static scaling");
+
+  const LaunchPlan pl = plan(args, scalars, tuning);
+  const LoadedModule& m = module(pl.rope_mode, pl.decode, pl.kv_layout);
+  const DriverApi& d = driver();
 
   attnfuse_kernels::FwdParams p{};
   p.q = args.q.data;
-  p.k = args.k.data;
-  p.v = args.v.data;
   p.o = args.out.data;
   p.lse = args.lse ? args.lse->data : nullptr;
   for (int i = 0; i < 3; ++i) {
     p.q_stride[i] = args.q.strides[i];
-    p.k_stride[i] = args.k.strides[i];
-    p.v_stride[i] = args.v.strides[i];
     p.o_stride[i] = args.out.strides[i];
+  }
+  if (args.paged) {
+    const PagedKV& pk = *args.paged;
+    p.k = pk.k_pages.data;
+    p.v = pk.v_pages.data;
+    const auto ks = pk.strides(pk.k_pages), vs = pk.strides(pk.v_pages);
+    for (int i = 0; i < 3; ++i) p.page_stride_k[i] = ks[size_t(i)], p.page_stride_v[i] = vs[size_t(i)];
+    p.page_indices = pk.page_indices.data();
+    p.page_indptr = pk.page_indptr.data();
+    p.last_page_len = pk.last_page_len.data();
+    p.page_size = static_cast<int>(pk.page_size());
+    p.q_offset_given = args.q_offset.has_value();
+  } else {
+    p.k = args.k.data;
+    p.v = args.v.data;
+    for (int i = 0; i < 3; ++i) p.k_stride[i] = args.k.strides[i], p.v_stride[i] = args.v.strides[i];
   }
   if (args.lse) {
     p.lse_stride[0] = args.lse->strides[0];
@@ -235,11 +419,42 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.bias_stride[1] = bias.shape[1] == 1 ? 0 : bias.strides[1];
     p.bias_stride[2] = bias.strides[2];
   }
+  if (args.cu_seqlens_q) {
+    const SeqOffsetsView &cq = *args.cu_seqlens_q, &ck = *args.cu_seqlens_k;
+    if (cq.type != ck.type || cq.batch != ck.batch || cq.batch_stride != ck.batch_stride)
+      throw Error(ErrorCode::Unsupported, "on CUDA cu_seqlens_q and cu_seqlens_k must share their integer type, "
+                                          "batch rows and batch stride");
+    p.cu_q = cq.data;
+    p.cu_k = ck.data;
+    p.cu_is_i64 = cq.type == SeqOffsetsView::Type::I64;
+    p.num_docs = static_cast<int>(cq.length - 1);
+    p.cu_batch_stride = cq.batch == 1 ? 0 : cq.batch_stride;
+  }
+  if (const BlockMask* mask = args.block_mask) {
+    const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
+    const bool rows_fit = pl.decode ? mask->block_q() >= Nq && mask->block_q() % bm == 0 : mask->block_q() % bm == 0;
+    if (!rows_fit || mask->block_k() % bn != 0)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("the BlockMask's blocks ({} x {}) must be multiples of the CUDA kernel's tile "
+                              "({} x {}) for this program; build the mask with block sizes that are (128 x 128 "
+                              "always works)", mask->block_q(), mask->block_k(), bm, bn));
+    const DeviceBlockMask& dm = upload_block_mask(*mask);
+    p.bs_row_ptr = dm.row_ptr;
+    p.bs_cols = dm.cols;
+    p.bs_full = dm.full;
+    p.bs_bits_ptr = reinterpret_cast<const af_i64*>(dm.bits_ptr);
+    p.bs_bits = reinterpret_cast<const unsigned long long*>(dm.bits);
+    p.bs_block_q = mask->block_q();
+    p.bs_block_k = mask->block_k();
+    p.bs_nqb = static_cast<int>(mask->num_q_blocks());
+    p.bs_batch = static_cast<int>(mask->batch());
+    p.bs_heads = static_cast<int>(mask->heads());
+  }
   p.batch = static_cast<int>(B);
   p.heads_q = static_cast<int>(Hq);
   p.heads_kv = static_cast<int>(Hkv);
   p.len_q = static_cast<int>(Nq);
-  p.len_k = static_cast<int>(Nk);
+  p.len_k = static_cast<int>(args.paged ? 0 : Nk);
   p.head_ratio = static_cast<int>(Hq / Hkv);
   p.q_offset = q_offset;
   const double scale = scalars.scale ? *scalars.scale : 1.0 / std::sqrt(double(spec_.head_dim));
@@ -248,23 +463,17 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   p.softcap = static_cast<float>(scalars.softcap);
   p.inv_softcap = scalars.softcap > 0 ? static_cast<float>(1.0 / scalars.softcap) : 0.f;
   p.window = static_cast<int>(std::min<int64_t>(scalars.window, INT32_MAX));
-
-  const bool rope = spec_.score != ScoreKind::ScaledDot;
-  RopeMode mode = spec_.rope_mode;
-  if (rope) {
+  if (rope)
     p.rope = rope_args(scalars.rope, spec_.score == ScoreKind::RopeWindow, spec_.head_dim,
-                       reference::rope_seq_len(args));
-    mode = rope_mode_for(args, scalars);
-  }
-  const LoadedModule& m = module(mode);
-  const DriverApi& d = driver();
+                       device_lengths ? 0 : reference::rope_seq_len(args));
 
-  if (rope && mode == RopeMode::Prerotate) {
+  if (rope && pl.rope_mode == RopeMode::Prerotate) {
     // Rotate Q and K once into contiguous copies, then run the plain kernel on them.
     const int64_t D = spec_.head_dim;
     const int64_t q_rows = B * Hq * Nq, k_rows = B * Hkv * Nk;
     const size_t q_bytes = static_cast<size_t>(q_rows * D * 2);
-    char* ws = static_cast<char*>(stream_workspace(stream, q_bytes + static_cast<size_t>(k_rows * D * 2)));
+    char* ws = static_cast<char*>(
+        stream_workspace(stream, kRopeWorkspace, q_bytes + static_cast<size_t>(k_rows * D * 2)));
     attnfuse_kernels::RotateParams r{};
     r.src[0] = args.q.data;
     r.src[1] = args.k.data;
@@ -296,12 +505,38 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.k_stride[0] = Hkv * Nk * D, p.k_stride[1] = Nk * D, p.k_stride[2] = D;
   }
 
+  p.num_splits = pl.num_splits;
+  const int64_t rows = B * Hq * Nq;
+  if (pl.num_splits > 1) {
+    const size_t o_floats = static_cast<size_t>(pl.num_splits * rows * spec_.head_dim);
+    float* ws = static_cast<float*>(
+        stream_workspace(stream, kSplitWorkspace, (o_floats + static_cast<size_t>(pl.num_splits * rows)) * 4));
+    p.part_o = ws;
+    p.part_lse = ws + o_floats;
+  }
   void* params[] = {&p};
-  const unsigned grid_x = static_cast<unsigned>((Nq + m.spec.tile.block_q - 1) / m.spec.tile.block_q);
-  check(d.cuLaunchKernel(m.fwd, grid_x, static_cast<unsigned>(Hq), static_cast<unsigned>(B),
-                         static_cast<unsigned>(m.threads), 1, 1, static_cast<unsigned>(m.smem), stream,
-                         params, nullptr),
+  check(d.cuLaunchKernel(m.fwd, pl.grid[0], pl.grid[1], pl.grid[2], static_cast<unsigned>(m.threads), 1, 1,
+                         static_cast<unsigned>(m.smem), stream, params, nullptr),
         "cuLaunchKernel");
+  if (pl.num_splits > 1) {
+    attnfuse_kernels::CombineParams cp{};
+    cp.part_o = p.part_o;
+    cp.part_lse = p.part_lse;
+    cp.o = p.o;
+    cp.lse = p.lse;
+    for (int i = 0; i < 3; ++i) cp.o_stride[i] = p.o_stride[i];
+    cp.lse_stride[0] = p.lse_stride[0];
+    cp.lse_stride[1] = p.lse_stride[1];
+    cp.heads_q = p.heads_q;
+    cp.len_q = p.len_q;
+    cp.rows = rows;
+    cp.num_splits = pl.num_splits;
+    constexpr int kRowsPerBlock = codegen::cuda::kCombineThreads / 32;
+    void* cparams[] = {&cp};
+    check(d.cuLaunchKernel(m.combine, static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), 1, 1,
+                           codegen::cuda::kCombineThreads, 1, 1, 0, stream, cparams, nullptr),
+          "cuLaunchKernel (split-KV combine)");
+  }
 }
 
 const LoadedModule& load_module(const KernelSpec& spec) {
@@ -327,6 +562,8 @@ const LoadedModule& load_module(const KernelSpec& spec) {
   m->smem = smem;
   check(d.cuModuleLoadData(&m->module, bin.cubin.data()), "cuModuleLoadData");
   check(d.cuModuleGetFunction(&m->fwd, m->module, codegen::cuda::kEntryName), "cuModuleGetFunction");
+  check(d.cuModuleGetFunction(&m->combine, m->module, codegen::cuda::kCombineEntryName),
+        "cuModuleGetFunction (split-KV combine)");
   if (spec.score != ScoreKind::ScaledDot && spec.rope_mode == RopeMode::Prerotate)
     check(d.cuModuleGetFunction(&m->rotate, m->module, codegen::cuda::kRotateEntryName),
           "cuModuleGetFunction (rope rotation)");
@@ -353,15 +590,16 @@ const CudaKernel& cuda_kernel(const KernelSpec& requested) {
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kernels.find(key); it != kernels.end()) return *it->second;
   auto kernel = std::make_unique<CudaKernel>(spec);
-  kernel->module(kernel->default_mode());  // compile now: errors surface at the first lookup
+  kernel->module(kernel->default_mode(), false, KvLayout::Contiguous);  // compile now: errors surface at the first lookup
   const CudaKernel& ref = *kernel;
   kernels.emplace(key, std::move(kernel));
   return ref;
 }
 
-void run_cuda(const KernelSpec& spec, const AttentionArgs& args, CUstream stream, bool sync) {
+void run_cuda(const KernelSpec& spec, const AttentionArgs& args, CUstream stream, bool sync,
+              const LaunchTuning& tuning) {
   const CudaKernel& k = cuda_kernel(spec);
-  k.launch(args, spec.scalars, stream);
+  k.launch(args, spec.scalars, stream, tuning);
   if (sync) check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
 }
 

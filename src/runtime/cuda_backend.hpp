@@ -35,7 +35,8 @@ struct LoadedModule {
   KernelSpec spec;
   CUmodule module = nullptr;
   CUfunction fwd = nullptr;
-  CUfunction rotate = nullptr;  // prerotate mode only
+  CUfunction rotate = nullptr;   // prerotate mode only
+  CUfunction combine = nullptr;  // split-KV merge
   int registers = 0;
   int threads = 0;
   int smem = 0;
@@ -43,6 +44,29 @@ struct LoadedModule {
 
 // The module of a resolved spec on the current device, compiled on first use (thread-safe).
 const LoadedModule& load_module(const KernelSpec& spec);
+
+// Per-call overrides of the launch plan, for tests and benchmarks (defaults: the runtime decides).
+struct LaunchTuning {
+  // Split-KV factor: 0 = chosen from the SM count and the lengths (passes/split_kv.hpp), 1 = no
+  // split, n = the key tiles of every query tile cut into n parts merged by the combine kernel.
+  int num_splits = 0;
+  // Auto: the decode variant (GQA-packed 64-row tiles) when Nq <= kDecodeMaxQueries, else the
+  // prefill variant.
+  enum class Variant { Auto, Prefill, Decode } variant = Variant::Auto;
+};
+
+// Queries per call up to which the runtime picks the decode variant (speculative decoding
+// drafts up to 16 tokens).
+inline constexpr int64_t kDecodeMaxQueries = 16;
+
+// What one call runs: the resolved variant and its grid (CudaKernel::plan; printed by the CLI).
+struct LaunchPlan {
+  RopeMode rope_mode = RopeMode::Auto;
+  KvLayout kv_layout = KvLayout::Contiguous;
+  bool decode = false;  // GQA-packed decode variant
+  int num_splits = 1;   // > 1: partial results in a workspace, then the combine kernel
+  unsigned grid[3] = {1, 1, 1};
+};
 
 // A program's kernel on the current device. For rope programs with rope_mode = auto it holds
 // both placements and picks one per call (passes::choose_rope_mode); each is compiled on first
@@ -54,19 +78,29 @@ class CudaKernel {
   // cached kernel is shared by every program with the same structure, whatever its values).
   // Validates first; throws Error before launching anything. Prerotate mode writes rotated Q
   // and K to a per-stream workspace the runtime owns (grown on demand, never shrunk).
-  void launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream) const;
+  // On CUDA the index arrays of a call are device memory, as in FlashAttention and FlashInfer:
+  // paged.page_indices / page_indptr / last_page_len and cu_seqlens_q / _k point to the GPU
+  // (their sizes are checked, their contents are not read on the host). A BlockMask is a host
+  // object: its first CUDA launch uploads it (synchronously) and the upload lives with it.
+  void launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream,
+              const LaunchTuning& tuning = {}) const;
+  // The plan launch() would follow for this call (validates nothing; compiles the variant it
+  // picks if that is not loaded yet, since the split count depends on the kernel's occupancy).
+  LaunchPlan plan(const AttentionArgs& args, const ScalarArgs& scalars, const LaunchTuning& tuning = {}) const;
   const KernelSpec& spec() const { return spec_; }
   // The placement this call would use (the spec's mode unless it is auto).
   RopeMode rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars) const;
-  // The module of one placement (the spec's only module for programs without rope).
-  const LoadedModule& module(RopeMode mode) const;
+  // The module of one variant: rope placement x decode (GQA-packed tile) x K/V layout.
+  const LoadedModule& module(RopeMode mode, bool decode, KvLayout kv) const;
   RopeMode default_mode() const;
-  int registers() const { return module(default_mode()).registers; }
-  CUfunction function() const { return module(default_mode()).fwd; }
+  int registers() const { return module(default_mode(), false, KvLayout::Contiguous).registers; }
+  CUfunction function() const { return module(default_mode(), false, KvLayout::Contiguous).fwd; }
 
  private:
+  KernelSpec resolved(RopeMode mode, bool decode, KvLayout kv) const;
   KernelSpec spec_;
-  mutable std::atomic<const LoadedModule*> variants_[3];  // indexed by RopeMode
+  // Indexed by RopeMode + 3 * decode + 6 * KvLayout; each compiled on first use.
+  mutable std::atomic<const LoadedModule*> variants_[12];
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).
@@ -74,6 +108,6 @@ const CudaKernel& cuda_kernel(const KernelSpec& spec);
 
 // Convenience: look up (or compile) and launch; synchronizes only if `sync`.
 void run_cuda(const KernelSpec& spec, const AttentionArgs& args, CUstream stream = nullptr,
-              bool sync = false);
+              bool sync = false, const LaunchTuning& tuning = {});
 
 }  // namespace attnfuse::runtime

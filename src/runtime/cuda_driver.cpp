@@ -90,6 +90,8 @@ Loaded load() {
   a.cuDeviceGetAttribute(&L.info.sm_minor, kAttrComputeCapabilityMinor, dev);
   a.cuDeviceGetAttribute(&L.info.multiprocessors, kAttrMultiprocessorCount, dev);
   a.cuDeviceGetAttribute(&L.info.max_shared_per_block, kAttrMaxSharedPerBlockOptin, dev);
+  a.cuDeviceGetAttribute(&L.info.max_shared_per_sm, kAttrMaxSharedPerMultiprocessor, dev);
+  a.cuDeviceGetAttribute(&L.info.registers_per_sm, kAttrMaxRegistersPerMultiprocessor, dev);
   L.ctx = ctx;
   return L;
 }

@@ -28,6 +28,8 @@ inline constexpr int kAttrMultiprocessorCount = 16;
 inline constexpr int kAttrComputeCapabilityMajor = 75;
 inline constexpr int kAttrComputeCapabilityMinor = 76;
 inline constexpr int kAttrMaxSharedPerBlockOptin = 97;
+inline constexpr int kAttrMaxSharedPerMultiprocessor = 81;
+inline constexpr int kAttrMaxRegistersPerMultiprocessor = 82;
 inline constexpr int kFuncAttrLocalSizeBytes = 3;
 inline constexpr int kFuncAttrNumRegs = 4;
 inline constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
@@ -78,6 +80,8 @@ struct DeviceInfo {
   int sm_major = 0, sm_minor = 0;
   int multiprocessors = 0;
   int max_shared_per_block = 0;
+  int max_shared_per_sm = 0;
+  int registers_per_sm = 0;
   int arch() const { return sm_major * 10 + sm_minor; }
 };
 const DeviceInfo& device_info();

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -94,6 +95,13 @@ int sum_matches(const std::string& log, const std::regex& re) {
   return total;
 }
 
+int max_match(const std::string& log, const std::regex& re) {
+  int best = -1;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+    best = std::max(best, std::stoi((*it)[1].str()));
+  return best;
+}
+
 }  // namespace
 
 bool nvrtc_available(std::string* why_not) {
@@ -163,7 +171,7 @@ NvrtcResult nvrtc_compile(const std::string& source, const std::string& name, in
     static const std::regex regs(R"(Used (\d+) registers)");
     static const std::regex spill_st(R"((\d+) bytes spill stores)");
     static const std::regex spill_ld(R"((\d+) bytes spill loads)");
-    out.registers = sum_matches(out.log, regs);
+    out.registers = max_match(out.log, regs);  // a module holds several kernels: the largest
     const int st = sum_matches(out.log, spill_st), ld = sum_matches(out.log, spill_ld);
     out.spill_bytes = (st < 0 && ld < 0) ? -1 : std::max(st, 0) + std::max(ld, 0);
   } else {

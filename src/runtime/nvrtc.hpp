@@ -12,7 +12,7 @@ enum class NvrtcOutput { Cubin, Ptx };
 struct NvrtcResult {
   std::vector<char> binary;  // cubin bytes, or PTX text (NUL-terminated)
   std::string log;           // compiler log (ptxas -v lines included)
-  int registers = -1;        // per thread, from the ptxas report (cubin only)
+  int registers = -1;        // per thread of the module's largest kernel, from the ptxas report (cubin only)
   int spill_bytes = -1;      // spill stores + loads, from the ptxas report (cubin only)
   double seconds = 0.0;
 };

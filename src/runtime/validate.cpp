@@ -127,14 +127,14 @@ void check_block_mask(const KernelSpec& spec, const AttentionArgs& a) {
                                        m->batch(), m->heads(), B, Hq));
 }
 
-void check_cu_seqlens(const KernelSpec& spec, const AttentionArgs& a) {
+void check_cu_seqlens(const KernelSpec& spec, const AttentionArgs& a, bool host) {
   if (!spec.needs_cu_seqlens()) {
     if (a.cu_seqlens_q || a.cu_seqlens_k)
       fail(ErrorCode::Unsupported, "document offsets (cu_seqlens) were given but the program has no "
                                    "document mask; add document to the program or drop them");
     return;
   }
-  check_documents(a);
+  check_documents(a, host);
 }
 
 void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
@@ -162,16 +162,17 @@ void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
 
 }  // namespace
 
-void validate(const KernelSpec& spec, const AttentionArgs& args) {
+void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory indices) {
+  const bool host = indices == IndexMemory::Host;
   if (args.paged) {  // K and V come from the pages (common/paged.hpp)
     check_view(args.q, "Q");
     check_view(args.out, "out");
     check_dtypes(spec, args);
-    check_paged(spec, args);
+    check_paged(spec, args, host);
     check_outputs(spec, args, args.paged->v_pages.shape[3]);
     check_bias(spec, args);
     check_block_mask(spec, args);
-    check_cu_seqlens(spec, args);
+    check_cu_seqlens(spec, args, host);
     check_scalars(spec, args);
     return;
   }
@@ -183,7 +184,7 @@ void validate(const KernelSpec& spec, const AttentionArgs& args) {
   check_shapes(spec, args);
   check_bias(spec, args);
   check_block_mask(spec, args);
-  check_cu_seqlens(spec, args);
+  check_cu_seqlens(spec, args, host);
   check_scalars(spec, args);
 }
 

@@ -11,6 +11,7 @@
 #include "attnfuse/error.hpp"
 #include "attnfuse/program.hpp"
 #include "codegen/cuda/emit.hpp"
+#include "passes/tile_sizes.hpp"
 
 namespace attnfuse {
 namespace {
@@ -21,6 +22,7 @@ struct Golden {
   DType dtype;
   int head_dim;
   RopeMode rope_mode = RopeMode::Auto;
+  bool decode_paged = false;  // the decode variant (GQA-packed tile) reading a paged K/V cache
 };
 
 const Golden kGolden[] = {
@@ -33,6 +35,12 @@ const Golden kGolden[] = {
     {"rope_prerotate_bf16_d128", "softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, 128,
      RopeMode::Prerotate},
     {"rope_window_fp16_d64", "softmax(causal(rope_window(Q, K, k=1))) @ V", DType::F16, 64},
+    {"decode_paged_rope_bf16_d128", "softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, 128,
+     RopeMode::Fused, true},
+    {"document_window_bf16_d128", "softmax(sliding_window(document(causal(scaled_dot_product(Q, K))), 512)) @ V",
+     DType::BF16, 128},
+    {"block_sparse_alibi_fp16_d64", "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V",
+     DType::F16, 64},
 };
 
 std::string read(const std::string& path) {
@@ -46,7 +54,11 @@ TEST(GoldenSource, EmitterOutputMatchesCommittedFiles) {
   const bool update = std::getenv("ATTNFUSE_UPDATE_GOLDEN") != nullptr;
   for (const Golden& g : kGolden) {
     SCOPED_TRACE(g.name);
-    const KernelSpec spec = Program::parse(g.program).compile({Target::Cuda, g.dtype, g.head_dim, g.rope_mode});
+    KernelSpec spec = Program::parse(g.program).compile({Target::Cuda, g.dtype, g.head_dim, g.rope_mode});
+    if (g.decode_paged) {
+      spec.tile = passes::cuda_decode_tile(g.head_dim);
+      spec.kv_layout = KvLayout::Paged;
+    }
     const std::string got = std::string("// program: ") + g.program + "\n" + codegen::cuda::emit_forward(spec);
     const std::string path = std::string(ATTNFUSE_SOURCE_DIR) + "/tests/codegen/golden/" + g.name + ".cu";
     if (update) std::ofstream(path) << got;
@@ -78,7 +90,8 @@ TEST(GoldenSource, UnsupportedSpecsAreRejectedClearly) {
   };
   expect_unsupported("softmax(causal(scaled_dot_product(Q, K))) @ V", DType::F32, 128, "bf16");
   expect_unsupported("softmax(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 80, "head dim");
-  expect_unsupported("softmax(block_sparse(scaled_dot_product(Q, K))) @ V", DType::BF16, 128, "block_sparse");
+  expect_unsupported("softmax(block_sparse(document(scaled_dot_product(Q, K)))) @ V", DType::BF16, 128,
+                     "fold the documents");
 }
 
 }  // namespace

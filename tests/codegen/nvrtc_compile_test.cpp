@@ -13,6 +13,7 @@
 #include "attnfuse/error.hpp"
 #include "attnfuse/program.hpp"
 #include "codegen/cuda/emit.hpp"
+#include "passes/tile_sizes.hpp"
 #include "runtime/nvrtc.hpp"
 
 namespace attnfuse {
@@ -48,12 +49,27 @@ const RopeProgram kRopePrograms[] = {
     {"softmax(alibi(sliding_window(causal(rope_window(Q, K, k=2, style=gptj)), 1024))) @ V", RopeMode::Fused},
 };
 
+// Programs of the decode variant (GQA-packed 64-row tiles, split-KV) and of the sequence masks,
+// each with contiguous and paged K/V.
+const char* kDecodePrograms[] = {
+    "softmax(causal(scaled_dot_product(Q, K))) @ V",
+    "softmax(softcap(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 256)), 30)) @ V",
+    "softmax(additive_bias(scaled_dot_product(Q, K))) @ V",
+    "relu_attention(causal(scaled_dot_product(Q, K))) @ V",
+    "softmax(causal(rope(Q, K, base=500000))) @ V",
+    "softmax(alibi(causal(rope_window(Q, K, k=2, style=gptj)))) @ V",
+    "softmax(block_sparse(alibi(causal(rope(Q, K))))) @ V",
+    "softmax(sliding_window(document(causal(rope(Q, K))), 512)) @ V",
+};
+
 struct Variant {
   std::string program;
   DType dtype;
   int head_dim;
   int arch;
   RopeMode mode = RopeMode::Auto;
+  bool decode = false;
+  bool paged = false;
 };
 
 TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
@@ -69,6 +85,15 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
       for (int d : {64, 96, 128, 256})
         for (int arch : {80, 90}) variants.push_back({p.text, t, d, arch, p.mode});
 
+  for (const char* p : kDecodePrograms)
+    for (int d : {64, 128, 256})
+      for (bool decode : {false, true})
+        for (bool paged : {false, true}) {
+          if (!decode && !paged) continue;  // the prefill contiguous variants are swept above
+          const DType t = d == 64 ? DType::F16 : DType::BF16;
+          for (int arch : {80, 90}) variants.push_back({p, t, d, arch, RopeMode::Fused, decode, paged});
+        }
+
   // NVRTC is thread-safe: compile two at a time (CI has two cores).
   std::vector<runtime::NvrtcResult> results(variants.size());
   std::vector<std::string> errors(variants.size());
@@ -76,8 +101,9 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
     for (size_t i = begin; i < variants.size(); i += 2) {
       const Variant& v = variants[i];
       try {
-        const KernelSpec spec =
-            Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
+        KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
+        if (v.decode) spec.tile = passes::cuda_decode_tile(v.head_dim);
+        if (v.paged) spec.kv_layout = KvLayout::Paged;
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
       } catch (const std::exception& e) {
@@ -92,16 +118,19 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
   std::string table = "registers per variant (sm_80 / sm_90):\n";
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={}", v.program, dtype_name(v.dtype), v.head_dim,
-                             v.arch, rope_mode_name(v.mode)));
+    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode={} paged={}", v.program, dtype_name(v.dtype),
+                             v.head_dim, v.arch, rope_mode_name(v.mode), v.decode, v.paged));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
     EXPECT_EQ(results[i].spill_bytes, 0) << results[i].log;
     if (v.arch == 80)
-      table += fmt::format("  {:>4} D={:<3} {:>3} / {:>3}  {}{}\n", dtype_name(v.dtype), v.head_dim,
+      table += fmt::format("  {:>4} D={:<3} {:>3} / {:>3}  {}{}{}\n", dtype_name(v.dtype), v.head_dim,
                            results[i].registers, results[i + 1].registers, v.program,
-                           v.mode == RopeMode::Auto ? "" : fmt::format("  [{}]", rope_mode_name(v.mode)));
+                           v.mode == RopeMode::Auto ? "" : fmt::format("  [{}]", rope_mode_name(v.mode)),
+                           v.decode || v.paged ? fmt::format("  [{}{}]", v.decode ? "decode" : "prefill",
+                                                             v.paged ? ", paged" : "")
+                                               : "");
   }
   std::cout << table;
   // ATTNFUSE_REGISTER_TABLE=path keeps the table (bench/results/ holds the committed one).

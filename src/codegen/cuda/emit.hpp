@@ -14,6 +14,9 @@ inline constexpr const char* kEntryName = "attnfuse_fwd";
 // rope_mode = prerotate: the rotation kernel in the same module, launched with kRotateThreads.
 inline constexpr const char* kRotateEntryName = "attnfuse_rope_rotate";
 inline constexpr int kRotateThreads = 256;
+// Split-KV (FwdParams::num_splits > 1): the combine kernel in every module, one warp per row.
+inline constexpr const char* kCombineEntryName = "attnfuse_combine";
+inline constexpr int kCombineThreads = 128;
 
 // One embedded header: the include name NVRTC sees and its text.
 struct EmbeddedHeader {

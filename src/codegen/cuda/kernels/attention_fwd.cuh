@@ -4,12 +4,15 @@
 // masks, which normalization) as constants and the score modifiers as one small hook body.
 // RoPE (rope.cuh) enters at three points: Q and K tiles rotated in shared memory (fused
 // placement), rope_window's per-tile pair plan masking the Q fragments of the QK product, and
-// its boundary pairs added per cell before the softmax.
+// its boundary pairs added per cell before the softmax. What a block works on (sequence,
+// query rows, key tiles, split) comes from work.cuh: batch entries, documents, paged sequences,
+// GQA-packed decode tiles and BlockMask rows all reduce to one Work record.
 #pragma once
 
 #include "params.cuh"
 #include "primitives.cuh"
 #include "rope.cuh"
+#include "work.cuh"
 
 namespace attnfuse_kernels {
 
@@ -22,25 +25,18 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u);
 // CudaKernel::launch), which keeps the per-cell arithmetic in single registers.
 struct CellCtx {
   int b, h;               // batch, query head
-  int i, j;               // query row, key index
+  int i, j;               // query row, key index (within the document / paged sequence)
+  int len_k;              // keys of the sequence (a hook reads key j only when j < len_k)
   int delta;              // position of query i minus position of key j
   float slope;            // ALiBi slope of head h (0 when the program has no alibi)
   const float* bias_row;  // additive_bias: row i of this (b, h)'s bias, or null
 };
 
-// ALiBi slopes of the ALiBi paper: 2^(-8k/n) for the closest power of two n <= H, then for the
-// remaining heads every other slope of the sequence for 2n.
-__device__ __forceinline__ float standard_alibi_slope(int h, int num_heads) {
-  int n = 1;
-  while (n * 2 <= num_heads) n *= 2;
-  if (h < n) return exp2f(-8.0f * (float)(h + 1) / (float)n);
-  return exp2f(-8.0f * (float)(2 * (h - n) + 1) / (float)(2 * n));
-}
-
 template <class Spec>
 struct FwdKernel {
   using Element = typename Spec::Element;
   using Traits = ElementTraits<Element>;
+  using W = Work<Spec>;
   static constexpr int kD = Spec::kHeadDim;
   static constexpr int kBM = Spec::kBlockM;
   static constexpr int kBN = Spec::kBlockN;
@@ -82,63 +78,51 @@ struct FwdKernel {
 
   static constexpr int smem_bytes() { return (kBM + 4 * kBN) * kStride * 2 + kTableBytes; }
 
-  // Copy rows [row0, row0 + rows) of a [len, D] slice into smem (zeros past `len`). Chunk c of
-  // 8 dims is read only where bit c of `need8` is set (rope_window's dead pairs), else zeroed.
-  template <int kRows>
-  static __device__ __forceinline__ void load_tile(Element* smem, const Element* gmem, af_i64 row_stride,
-                                                   int row0, int len, u32 need8 = 0xffffffffu) {
+  // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
+  // when the block is full) and the block's origin.
+  struct BlockCells {
+    const unsigned long long* bits;
+    int q0, k0;
+  };
+
+  // Copy rows [0, kRows) of a tile into smem: row r from row_ptr(r), or zeros where that is null
+  // (cp.async with 0 source bytes reads nothing but still takes a valid address: `base`).
+  // Chunk c of 8 dims is read only where bit c of `need8` is set (rope_window's dead pairs).
+  template <int kRows, class RowPtr>
+  static __device__ __forceinline__ void load_tile(Element* smem, const void* base, RowPtr&& row_ptr,
+                                                   u32 need8 = 0xffffffffu) {
     constexpr int kChunks = kD / 8;  // 16-byte chunks per row
     for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
       const int r = c / kChunks, ch = c % kChunks;
-      const int row = row0 + r;
-      const bool ok = row < len && ((need8 >> ch) & 1u);
-      const Element* src = gmem + (ok ? (af_i64)row * row_stride : 0) + ch * 8;
-      cp_async_16(smem_addr(smem + r * kStride + ch * 8), src, ok ? 16 : 0);
+      const Element* row = row_ptr(r);
+      const bool ok = row != nullptr && ((need8 >> ch) & 1u);
+      cp_async_16(smem_addr(smem + r * kStride + ch * 8), ok ? static_cast<const void*>(row + ch * 8) : base,
+                  ok ? 16 : 0);
     }
   }
 
-  // Is cell (query row i, key j) kept by the program's masks?
-  // qpos = position of query i.
-  static __device__ __forceinline__ bool keep(const FwdParams& p, int qpos, int j) {
-    if (j >= p.len_k) return false;
+  static __device__ __forceinline__ void load_kv(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
+                                                 int nb, u32 need8) {
+    const int n0 = nb * kBN;
+    load_tile<kBN>(k_dst, p.k, [&](int r) { return n0 + r < w.len_k ? w.k_row(p, n0 + r) : nullptr; }, need8);
+    load_tile<kBN>(v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
+  }
+
+  // Is cell (query position qpos, key j) kept by the program's masks?
+  static __device__ __forceinline__ bool keep(const FwdParams& p, const W& w, int qpos, int j) {
+    if (j >= w.len_k) return false;
     const int delta = qpos - j;
     if (Spec::kCausal && delta < 0) return false;
     if (Spec::kSlidingWindow && (delta >= p.window || -delta >= p.window)) return false;
     return true;
   }
 
-  // Key range [lo, hi) that can hold kept cells for query rows [m0, m0 + kBM).
-  static __device__ __forceinline__ void key_range(const FwdParams& p, int m0, int& lo, int& hi) {
-    af_i64 l = 0, h = p.len_k;
-    const af_i64 first = (af_i64)m0 + p.q_offset;
-    const af_i64 last = first + kBM - 1;
-    if (Spec::kCausal) h = h < last + 1 ? h : last + 1;
-    if (Spec::kSlidingWindow) {
-      const af_i64 wl = first - p.window + 1, wh = last + p.window;
-      l = l > wl ? l : wl;
-      h = h < wh ? h : wh;
-    }
-    lo = (int)(l < 0 ? 0 : l);
-    hi = (int)(h < lo ? lo : h);
-  }
-
-  // Every cell of key tile [n0, n0 + kBN) x query rows [m0, m0 + kBM) kept by the masks?
-  static __device__ __forceinline__ bool tile_inside(const FwdParams& p, int m0, int n0) {
-    if (n0 + kBN > p.len_k) return false;
-    const af_i64 first = (af_i64)m0 + p.q_offset, last = first + kBM - 1;
-    if (Spec::kCausal && first - (n0 + kBN - 1) < 0) return false;
-    if (Spec::kSlidingWindow) {
-      if (last - n0 >= p.window) return false;
-      if ((af_i64)(n0 + kBN - 1) - first >= p.window) return false;
-    }
-    return true;
-  }
-
-  // rope_window's pair plan of (query rows [m0, m0 + kBM), key tile nb).
-  static __device__ __forceinline__ Plan plan_of(const FwdParams& p, const RopeTables& rt, int m0, int nb) {
-    const int q_last = (m0 + kBM < p.len_q ? m0 + kBM : p.len_q) - 1;
-    const int n0 = nb * kBN, k_last = (n0 + kBN < p.len_k ? n0 + kBN : p.len_k) - 1;
-    return pair_plan<kD, kNeox>(rt, m0 + (int)p.q_offset, q_last + (int)p.q_offset, n0, k_last);
+  // rope_window's pair plan of the tile's queries x key tile nb.
+  static __device__ __forceinline__ Plan plan_of(const W& w, const RopeTables& rt, int nb) {
+    const int n0 = nb * kBN;
+    int k_last = (n0 + kBN < w.len_k ? n0 + kBN : w.len_k) - 1;
+    if (k_last < n0) k_last = n0;
+    return pair_plan<kD, kNeox>(rt, w.i_lo + w.q_offset, w.i_hi + w.q_offset, n0, k_last);
   }
 
   // Fused placement: rotate a K tile that has landed in smem to key positions n0, n0 + 1, ...
@@ -161,19 +145,34 @@ struct FwdKernel {
     qa[3] &= mhi;
   }
 
+  // Virtual row of this thread's accumulator row (atom a, half hf).
+  static __device__ __forceinline__ int acc_row(const W& w, int warp, int a, int g, int hf) {
+    return w.m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
+  }
+
   // rope_window: add each boundary pair's term q_a k_a + q_b k_b to the raw scores of the cells
   // within its window (|Δ| <= limit), reading the pair's rotated dims straight from the Q and K
   // tiles. Boundary pairs are few per tile (their limits must fall inside the tile's range of
   // |Δ|), so this per-cell work stays small next to the MMA.
-  static __device__ __forceinline__ void add_boundary_terms(const FwdParams& p, const RopeTables& rt,
+  static __device__ __forceinline__ void add_boundary_terms(const W& w, const RopeTables& rt,
                                                             float (&acc_s)[kAtoms][kNT][4],
                                                             const Plan& plan, const Element* sQ,
-                                                            const Element* k_tile, int m0, int n0, int warp,
+                                                            const Element* k_tile, int n0, int warp,
                                                             int g, int t) {
+    // Δ of accumulator row (a, hf), column n*8 + 2t + e is d0[a][hf] - 8n - e.
+    int d0[kAtoms][2];
 #pragma unroll
-    for (int w = 0; w < (kD / 2 + 31) / 32; ++w) {
-      for (u32 m = plan.boundary[w]; m; m &= m - 1u) {
-        const int pair = 32 * w + __ffs(m) - 1;
+    for (int a = 0; a < kAtoms; ++a)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        int i, h;
+        w.row_of(acc_row(w, warp, a, g, hf), i, h);
+        d0[a][hf] = i + w.q_offset - n0 - 2 * t;
+      }
+#pragma unroll
+    for (int wd = 0; wd < (kD / 2 + 31) / 32; ++wd) {
+      for (u32 m = plan.boundary[wd]; m; m &= m - 1u) {
+        const int pair = 32 * wd + __ffs(m) - 1;
         const int lim = rt.limit[pair];
         const int da = kNeox ? pair : 2 * pair;
         const int db = kNeox ? pair + rt.half : 2 * pair + 1;
@@ -186,8 +185,6 @@ struct FwdKernel {
             qa[a][hf] = Traits::to_float(sQ[rl * kStride + da].bits);
             qb[a][hf] = Traits::to_float(sQ[rl * kStride + db].bits);
           }
-        // Δ of row rl, column n*8 + 2t + e is d0 + rl - 8n - e.
-        const int d0 = m0 + warp * 16 * kAtoms + g + (int)p.q_offset - n0 - 2 * t;
 #pragma unroll
         for (int n = 0; n < kNT; ++n)
 #pragma unroll
@@ -198,7 +195,7 @@ struct FwdKernel {
             for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
               for (int hf = 0; hf < 2; ++hf) {
-                const int d = d0 + a * 16 + hf * 8 - 8 * n - e;
+                const int d = d0[a][hf] - 8 * n - e;
                 if (abs(d) <= lim) acc_s[a][n][2 * hf + e] += qa[a][hf] * ka + qb[a][hf] * kb;
               }
           }
@@ -209,19 +206,24 @@ struct FwdKernel {
   // Scores -> probabilities for one key tile: online softmax (exp2 domain) or ReLU. kMask is
   // false for tiles wholly inside every mask, which then run without a per-cell check.
   template <bool kMask>
-  static __device__ __forceinline__ void scores_to_probs(const FwdParams& p, float (&acc_s)[kAtoms][kNT][4],
+  static __device__ __forceinline__ void scores_to_probs(const FwdParams& p, const W& w, const BlockCells& cells,
+                                                         float (&acc_s)[kAtoms][kNT][4],
                                                          float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
-                                                         float (&row_l)[kAtoms][2], int m0, int n0, int warp,
-                                                         int g, int t, int b, int h, float slope) {
+                                                         float (&row_l)[kAtoms][2], int n0, int warp,
+                                                         int g, int t, float slope) {
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const int i = m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
-        const int qpos = i + (int)p.q_offset;
+        int i, h;
+        w.row_of(acc_row(w, warp, a, g, hf), i, h);
+        const int qpos = i + w.q_offset;
+        if constexpr (Spec::kAlibi && W::kPack)
+          slope = p.alibi_slopes ? p.alibi_slopes[h] : standard_alibi_slope(h, p.heads_q);
         const float* bias_row = nullptr;
         if constexpr (Spec::kBias)
-          bias_row = i < p.len_q ? p.bias + b * p.bias_stride[0] + h * p.bias_stride[1] + (af_i64)i * p.bias_stride[2]
+          bias_row = i < w.len_q ? p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] +
+                                       (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
                                  : nullptr;
         float tile_max = neg_inf();
 #pragma unroll
@@ -231,11 +233,18 @@ struct FwdKernel {
             const int j = n0 + n * 8 + 2 * t + e;
             float s = acc_s[a][n][2 * hf + e];
             if constexpr (Spec::kHasModifiers || Spec::kRelu) {
-              CellCtx c{b, h, i, j, qpos - j, slope, bias_row};
+              CellCtx c{w.b, h, i, j, w.len_k, qpos - j, slope, bias_row};
               s = Spec::modify(s * p.scale, p, c);
               if constexpr (!Spec::kRelu) s *= kLog2e;
             }  // else: raw q.k; the scale is folded into the exp2 argument below (one FFMA)
-            if (kMask && !keep(p, qpos, j)) s = neg_inf();
+            if (kMask) {
+              bool kept = keep(p, w, qpos, j);
+              if (Spec::kBlockSparse && cells.bits && kept) {
+                const int bit = (i - cells.q0) * p.bs_block_k + (j - cells.k0);
+                kept = (cells.bits[bit >> 6] >> (bit & 63)) & 1ull;
+              }
+              if (!kept) s = neg_inf();
+            }
             acc_s[a][n][2 * hf + e] = s;
             tile_max = fmaxf(tile_max, s);
           }
@@ -279,29 +288,28 @@ struct FwdKernel {
         }
       }
     }
-
   }
 
-  // One key tile: wait for it, prefetch the next one into the other stage, S = Q K^T, scores ->
-  // probabilities, O += P V. A template on kMask so that the steps over tiles wholly inside the
-  // masks are straight-line code with no per-cell check (the scheduler can then hoist the V
-  // fragment loads over the softmax).
+  // One key tile (iteration it of the block's list): wait for it, prefetch the next one into the
+  // other stage, S = Q K^T, scores -> probabilities, O += P V. A template on kMask so that the
+  // steps over tiles wholly inside the masks are straight-line code with no per-cell check (the
+  // scheduler can then hoist the V fragment loads over the softmax).
   template <bool kMask, int kLevel>
-  static __device__ __forceinline__ void step(const FwdParams& p, const RopeTables& rt, int nb, int n_first, int n_end,
-                                              const Element* sQ, Element* sK, Element* sV,
-                                              const Element* gK, const Element* gV, int m0, int warp,
-                                              int lane, int g, int t, int b, int h, float slope,
+  static __device__ __forceinline__ void step(const FwdParams& p, const W& w, const RopeTables& rt, int it,
+                                              const Element* sQ, Element* sK, Element* sV, bool warp_active,
+                                              int warp, int lane, int g, int t, float slope,
                                               Plan& plan, float (&acc_o)[kAtoms][kDT][4],
                                               float (&row_m)[kAtoms][2], float (&row_l)[kAtoms][2]) {
-    const int stage = (nb - n_first) & 1;
+    const int stage = (it - w.it_begin) & 1;
+    const int nb = w.tile(p, it);
     cp_async_wait<0>();
     __syncthreads();  // tile nb is in smem, and every warp is done with the other stage
     Plan next = plan;
-    if (nb + 1 < n_end) {
-      if constexpr (kPairWindow) next = plan_of(p, rt, m0, nb + 1);
-      load_tile<kBN>(sK + (stage ^ 1) * kBN * kStride, gK, p.k_stride[2], (nb + 1) * kBN, p.len_k,
-                     kPairWindow ? next.need8 : 0xffffffffu);
-      load_tile<kBN>(sV + (stage ^ 1) * kBN * kStride, gV, p.v_stride[2], (nb + 1) * kBN, p.len_k);
+    if (it + 1 < w.it_end) {
+      const int nb_next = w.tile(p, it + 1);
+      if constexpr (kPairWindow) next = plan_of(w, rt, nb_next);
+      load_kv(p, w, sK + (stage ^ 1) * kBN * kStride, sV + (stage ^ 1) * kBN * kStride, nb_next,
+              kPairWindow ? next.need8 : 0xffffffffu);
     }
     cp_async_commit();
     Element* k_tile = sK + stage * kBN * kStride;
@@ -310,6 +318,10 @@ struct FwdKernel {
     if constexpr (kRotate) {
       rotate_k_tile(rt, k_tile, n0);
       __syncthreads();  // the rotated K tile is visible to every warp
+    }
+    if (!warp_active) {  // decode tiles: warps whose rows are all padding only help load
+      if constexpr (kPairWindow) plan = next;
+      return;
     }
 
     // S = Q K^T for this warp's rows.
@@ -343,12 +355,14 @@ struct FwdKernel {
 
     if constexpr (kPairWindow) {
       if (plan.boundary[0] | plan.boundary[1] | plan.boundary[2] | plan.boundary[3])
-        add_boundary_terms(p, rt, acc_s, plan, sQ, k_tile, m0, n0, warp, g, t);
+        add_boundary_terms(w, rt, acc_s, plan, sQ, k_tile, n0, warp, g, t);
       plan = next;
     }
 
     // Scores -> probabilities (per-cell mask checks only in kMask steps).
-    scores_to_probs<kMask>(p, acc_s, acc_o, row_m, row_l, m0, n0, warp, g, t, b, h, slope);
+    BlockCells cells{nullptr, 0, 0};
+    if constexpr (Spec::kBlockSparse && kMask) cells = {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
+    scores_to_probs<kMask>(p, w, cells, acc_s, acc_o, row_m, row_l, n0, warp, g, t, slope);
 
     // O += P V: the S accumulators are already laid out as the A operand of the next MMA.
 #pragma unroll
@@ -375,36 +389,64 @@ struct FwdKernel {
     }
   }
 
+  // Epilogue: normalise and write O (and LSE) of this thread's rows; rows with no kept key give
+  // O = 0, LSE = -inf. With split-KV the rows go to the fp32 partial buffers instead (always
+  // with their LSE) for the combine kernel.
+  static __device__ __forceinline__ void write_rows(const FwdParams& p, const W& w, int warp, int g, int t,
+                                                    float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
+                                                    float (&row_l)[kAtoms][2]) {
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = acc_row(w, warp, a, g, hf);
+        const float l = quad_sum(row_l[a][hf]);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        if (r >= w.rows) continue;
+        int i, h;
+        w.row_of(r, i, h);
+        float lse;
+        if constexpr (Spec::kRelu) lse = l > 0.f ? logf(l) : neg_inf();
+        else lse = l > 0.f ? row_m[a][hf] * kLn2 + logf(l) : neg_inf();
+        const af_i64 qi = w.q_row0 + i;
+        if (p.num_splits > 1) {
+          const af_i64 rows = (af_i64)p.batch * p.heads_q * p.len_q;
+          const af_i64 prow = w.split * rows + ((af_i64)w.b * p.heads_q + h) * p.len_q + qi;
+          float2* orow = reinterpret_cast<float2*>(p.part_o + prow * kD);
+#pragma unroll
+          for (int d = 0; d < kDT; ++d)
+            orow[d * 4 + t] = make_float2(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
+          if (t == 0) p.part_lse[prow] = lse;
+          continue;
+        }
+        u32* orow = reinterpret_cast<u32*>(static_cast<Element*>(p.o) + w.b * p.o_stride[0] + h * p.o_stride[1] +
+                                           qi * p.o_stride[2]);
+#pragma unroll
+        for (int d = 0; d < kDT; ++d)
+          orow[d * 4 + t] = Traits::pack(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
+        if (p.lse && t == 0) p.lse[w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi] = lse;
+      }
+    }
+  }
+
   static __device__ void run(const FwdParams& p, char* smem_raw) {
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kBM * kStride;  // 2 stages
     Element* sV = sK + 2 * kBN * kStride;
+    W w;
+    if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
     RopeTables rt{};
     if constexpr (kTables) {
       rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + 2 * kBN * kStride));
       __syncthreads();  // the pair plan below reads the staged limits
     }
-
-    // Causal rows near the end see the most keys: schedule those blocks first so the short ones
-    // fill the tail of the grid instead of leaving SMs idle behind one long block.
-    const int m_block = Spec::kCausal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int hk = h / p.head_ratio;
-    const int m0 = m_block * kBM;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3;
+    // Decode tiles hold few real rows (a GQA group x Nq): warps past them skip the math.
+    const bool warp_active = !W::kPack || w.m0 + warp * 16 * kAtoms < w.rows;
 
-    const Element* gQ = static_cast<const Element*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
-    const Element* gK = static_cast<const Element*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1];
-    const Element* gV = static_cast<const Element*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1];
-
-    int lo, hi;
-    key_range(p, m0, lo, hi);
-    const int n_first = lo / kBN;
-    const int n_end = (hi + kBN - 1) / kBN;  // exclusive
-
-    const float slope = Spec::kAlibi
-                            ? (p.alibi_slopes ? p.alibi_slopes[h] : standard_alibi_slope(h, p.heads_q))
+    const float slope = Spec::kAlibi && !W::kPack
+                            ? (p.alibi_slopes ? p.alibi_slopes[w.h0] : standard_alibi_slope(w.h0, p.heads_q))
                             : 0.f;
 
     float acc_o[kAtoms][kDT][4];
@@ -418,70 +460,45 @@ struct FwdKernel {
     }
 
     Plan plan{};
-    if (kPairWindow && n_first < n_end) plan = plan_of(p, rt, m0, n_first);
-    load_tile<kBM>(sQ, gQ, p.q_stride[2], m0, p.len_q);
-    if (n_first < n_end) {
-      load_tile<kBN>(sK, gK, p.k_stride[2], n_first * kBN, p.len_k, kPairWindow ? plan.need8 : 0xffffffffu);
-      load_tile<kBN>(sV, gV, p.v_stride[2], n_first * kBN, p.len_k);
-    }
+    const bool any = w.it_begin < w.it_end;
+    if (kPairWindow && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
+    load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
+    if (any) load_kv(p, w, sK, sV, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu);
     cp_async_commit();
     if constexpr (kRotate) {
-      // Q is rotated once per query tile, to positions m0 + q_offset ... (the first step's
+      // Q is rotated once per query tile, each row to its query's position (the first step's
       // barrier publishes it).
       cp_async_wait<0>();
       __syncthreads();
-      rotate_tile<Element, kNeox, kBM, kStride, kThreads>(sQ, m0 + (int)p.q_offset, rt);
+      rotate_tile_at<Element, kNeox, kBM, kStride, kThreads>(
+          sQ,
+          [&](int row) {
+            int i, h;
+            w.row_of(w.m0 + row, i, h);
+            return i + w.q_offset;
+          },
+          rt);
     }
 
-    // Tiles wholly inside every mask form one contiguous run [full_lo, full_hi); the boundary
-    // tiles before and after it take the per-cell mask checks.
-    int full_lo = n_first;
-    while (full_lo < n_end && !tile_inside(p, m0, full_lo * kBN)) ++full_lo;
-    int full_hi = full_lo;
-    while (full_hi < n_end && tile_inside(p, m0, full_hi * kBN)) ++full_hi;
-    for (int nb = n_first; nb < n_end;) {
-      if (nb == full_lo) {
-        for (; nb < full_hi; ++nb) {
-          // rope_window: tiles far from the diagonal drop whole groups of high-frequency pairs;
-          // each level is its own straight-line instantiation of the step.
-          auto interior = [&](auto level) {
-            step<false, decltype(level)::value>(p, rt, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b,
-                                                h, slope, plan, acc_o, row_m, row_l);
-          };
-          if (kPruneLevel > 0 && plan.level >= kPruneLevel) interior(Level<kPruneLevel>{});
-          else interior(Level<0>{});
-        }
-        if (nb >= n_end) break;
+    for (int it = w.it_begin; it < w.it_end; ++it) {
+      const int n0 = w.tile(p, it) * kBN;
+      bool inside = w.tile_inside(p, n0);
+      if constexpr (Spec::kBlockSparse) inside = inside && w.cell_bits(p, it) == nullptr;
+      if (inside) {
+        // rope_window: tiles far from the diagonal drop whole groups of high-frequency pairs;
+        // each level is its own straight-line instantiation of the step.
+        auto interior = [&](auto level) {
+          step<false, decltype(level)::value>(p, w, rt, it, sQ, sK, sV, warp_active, warp, lane, g, t, slope, plan,
+                                              acc_o, row_m, row_l);
+        };
+        if (kPruneLevel > 0 && plan.level >= kPruneLevel) interior(Level<kPruneLevel>{});
+        else interior(Level<0>{});
+      } else {
+        step<true, 0>(p, w, rt, it, sQ, sK, sV, warp_active, warp, lane, g, t, slope, plan, acc_o, row_m, row_l);
       }
-      step<true, 0>(p, rt, nb, n_first, n_end, sQ, sK, sV, gK, gV, m0, warp, lane, g, t, b, h, slope, plan, acc_o,
-                    row_m, row_l);
-      ++nb;
     }
     cp_async_wait<0>();
-
-    // Epilogue: normalise, write O (and LSE); rows with no kept key give O = 0, LSE = -inf.
-    Element* gO = static_cast<Element*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1];
-#pragma unroll
-    for (int a = 0; a < kAtoms; ++a) {
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int i = m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
-        const float l = quad_sum(row_l[a][hf]);
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-        if (i < p.len_q) {
-          u32* orow = reinterpret_cast<u32*>(gO + (af_i64)i * p.o_stride[2]);
-#pragma unroll
-          for (int d = 0; d < kDT; ++d)
-            orow[d * 4 + t] = Traits::pack(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
-          if (p.lse && t == 0) {
-            float lse;
-            if constexpr (Spec::kRelu) lse = l > 0.f ? logf(l) : neg_inf();
-            else lse = l > 0.f ? row_m[a][hf] * kLn2 + logf(l) : neg_inf();
-            p.lse[b * p.lse_stride[0] + h * p.lse_stride[1] + i] = lse;
-          }
-        }
-      }
-    }
+    if (warp_active) write_rows(p, w, warp, g, t, acc_o, row_m, row_l);
   }
 };
 

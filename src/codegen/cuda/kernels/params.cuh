@@ -55,6 +55,57 @@ struct FwdParams {
   int window;          // sliding_window w: keep |delta| < w
 
   RopeArgs rope;       // rope / rope_window only
+
+  // Split-KV: the key tiles of every query tile are cut into num_splits parts; with more than
+  // one, each part writes its normalised partial O and LSE here ([num_splits, B, Hq, Nq, Dv]
+  // and [num_splits, B, Hq, Nq], fp32, contiguous) and combine.cuh merges them.
+  int num_splits;
+  float* part_o;
+  float* part_lse;
+
+  // Paged KV (Spec::kPagedKV; FlashInfer conventions, attention.hpp PagedKV): k / v point to the
+  // page tensors, page_stride_* are (page, head, row in page) element strides. Sequence b owns
+  // pages page_indices[page_indptr[b] .. page_indptr[b+1]), the last holding last_page_len[b]
+  // rows; its queries sit bottom-right unless q_offset_given.
+  const int* page_indices;
+  const int* page_indptr;
+  const int* last_page_len;
+  int page_size;
+  int q_offset_given;
+  af_i64 page_stride_k[3];
+  af_i64 page_stride_v[3];
+
+  // Documents (Spec::kDocument): cu_seqlens of queries and keys, num_docs + 1 entries per row,
+  // int32 or int64, one row shared by the batch (batch_stride 0) or one per batch entry.
+  const void* cu_q;
+  const void* cu_k;
+  int cu_is_i64;
+  int num_docs;
+  af_i64 cu_batch_stride;
+
+  // Block-sparse (Spec::kBlockSparse): the BlockMask's CSR as uploaded by the runtime. Row
+  // ((b * bs_heads) + h) * bs_nqb + qb (b, h folded to 0 where the mask broadcasts) lists its
+  // active key blocks bs_cols[bs_row_ptr[row] .. bs_row_ptr[row + 1]); entry e is full when
+  // bs_full[e], else its cells are bits bs_bits[bs_bits_ptr[e] ...] (row-major in the block).
+  const int* bs_row_ptr;
+  const int* bs_cols;
+  const unsigned char* bs_full;
+  const af_i64* bs_bits_ptr;
+  const unsigned long long* bs_bits;
+  int bs_block_q, bs_block_k, bs_nqb, bs_batch, bs_heads;
+};
+
+// The split-KV combine kernel (combine.cuh): one warp per output row (b, h, i).
+struct CombineParams {
+  const float* part_o;    // [num_splits, rows, Dv]
+  const float* part_lse;  // [num_splits, rows]
+  void* o;                // the call's O (Element), strided as in FwdParams
+  float* lse;             // or null
+  af_i64 o_stride[3];
+  af_i64 lse_stride[2];
+  int heads_q, len_q;     // rows = batch * heads_q * len_q
+  af_i64 rows;
+  int num_splits;
 };
 
 // The pre-rotation kernel of rope_mode = prerotate: rotates Q and K once into contiguous

@@ -148,13 +148,19 @@ __device__ __forceinline__ void for_each_unit_pair(Element* tile, int half, Body
   }
 }
 
+// Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos_of(i).
+template <class Element, bool kNeox, int kRows, int kStride, int kThreads, class PosOf>
+__device__ __forceinline__ void rotate_tile_at(Element* tile, PosOf&& pos_of, const RopeTables& r) {
+  for_each_unit_pair<Element, kNeox, kRows, kStride, kThreads, 4>(tile, r.half, [&](int row, int u, u32& wa, u32& wb) {
+    float x[2], y[2];
+    rotate_units<Element, kNeox>(r, pos_of(row), u, wa, wb, x, y);
+  });
+}
+
 // Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos0 + i.
 template <class Element, bool kNeox, int kRows, int kStride, int kThreads>
 __device__ __forceinline__ void rotate_tile(Element* tile, int pos0, const RopeTables& r) {
-  for_each_unit_pair<Element, kNeox, kRows, kStride, kThreads, 4>(tile, r.half, [&](int row, int u, u32& wa, u32& wb) {
-    float x[2], y[2];
-    rotate_units<Element, kNeox>(r, pos0 + row, u, wa, wb, x, y);
-  });
+  rotate_tile_at<Element, kNeox, kRows, kStride, kThreads>(tile, [pos0](int row) { return pos0 + row; }, r);
 }
 
 // ---- rope_window: which pairs one (query tile, key tile) keeps ---------------------------

@@ -1,0 +1,222 @@
+// What one block of the forward kernel works on, decoded once from its block index: the
+// sequence (a batch entry, a document of packed sequences, or a paged sequence) with its lengths
+// and positions, the query rows of its tile, where K and V rows live, and the key tiles it visits
+// (a range, or the active blocks of one BlockMask row) cut to its split of the key axis.
+//
+// Grid: x = query-tile slot * num_splits + split, y = query head (or KV head when the decode
+// variant packs a GQA group into the rows), z = batch entry.
+// Rows: a tile holds kBlockM "virtual rows"; virtual row r of a sequence with Lq queries is query
+// r % Lq of head h0 + r / Lq (the group's heads one after the other), so without packing
+// (group 1) r is simply the query index.
+#pragma once
+
+#include "params.cuh"
+#include "primitives.cuh"
+
+namespace attnfuse_kernels {
+
+// ALiBi slopes of the ALiBi paper: 2^(-8k/n) for the closest power of two n <= H, then for the
+// remaining heads every other slope of the sequence for 2n.
+__device__ __forceinline__ float standard_alibi_slope(int h, int num_heads) {
+  int n = 1;
+  while (n * 2 <= num_heads) n *= 2;
+  if (h < n) return exp2f(-8.0f * (float)(h + 1) / (float)n);
+  return exp2f(-8.0f * (float)(2 * (h - n) + 1) / (float)(2 * n));
+}
+
+__device__ __forceinline__ af_i64 cu_seqlen_at(const void* cu, int is_i64, af_i64 idx) {
+  return is_i64 ? static_cast<const long long*>(cu)[idx] : (af_i64) static_cast<const int*>(cu)[idx];
+}
+
+template <class Spec>
+struct Work {
+  using Element = typename Spec::Element;
+  static constexpr int kBM = Spec::kBlockM;
+  static constexpr int kBN = Spec::kBlockN;
+  static constexpr bool kPack = Spec::kPackGqa;
+
+  int b, hk, h0;        // batch entry, KV head, query head of virtual row 0 of the sequence
+  int len_q, len_k;     // queries and keys of the sequence
+  int q_offset;         // position of its query 0 (key u sits at position u)
+  af_i64 q_row0;        // row of Q / O (and of the bias) where the sequence starts: documents
+  af_i64 k_row0;        // row of K / V where it starts: documents
+  int rows;             // virtual rows: group * len_q
+  int m0;               // first virtual row of this block's tile
+  int i_lo, i_hi;       // query indices the tile's rows cover (inclusive)
+  int split;
+  // Key tiles: iterations [it_begin, it_end) of the block's tile list.
+  int it_begin, it_end;
+  int n_first;          // dense list: tile of iteration 0
+  int bs_entry0;        // block sparse: CSR entry of the row's first active block
+  int bs_sub;           // kernel key tiles per mask block
+  int bs_q0;            // first query of the mask block
+
+  __device__ __forceinline__ int group(const FwdParams& p) const { return kPack ? p.head_ratio : 1; }
+
+  // Query index and head of virtual row r.
+  __device__ __forceinline__ void row_of(int r, int& i, int& h) const {
+    if constexpr (kPack) {
+      const int hh = r / len_q;
+      i = r - hh * len_q;
+      h = h0 + hh;
+    } else {
+      i = r;
+      h = h0;
+    }
+  }
+
+  // Key tile of iteration it.
+  __device__ __forceinline__ int tile(const FwdParams& p, int it) const {
+    if constexpr (Spec::kBlockSparse) return p.bs_cols[bs_entry0 + it / bs_sub] * bs_sub + it % bs_sub;
+    return n_first + it;
+  }
+
+  // Block sparse: the cell bitmap of iteration it's mask block, or null when the block is full.
+  __device__ __forceinline__ const unsigned long long* cell_bits(const FwdParams& p, int it) const {
+    if constexpr (Spec::kBlockSparse) {
+      const int e = bs_entry0 + it / bs_sub;
+      return p.bs_full[e] ? nullptr : p.bs_bits + p.bs_bits_ptr[e];
+    }
+    return nullptr;
+  }
+
+  // Key range [lo, hi) that can hold kept cells for the tile's query positions.
+  __device__ __forceinline__ void key_range(const FwdParams& p, int& lo, int& hi) const {
+    af_i64 l = 0, h = len_k;
+    const af_i64 first = (af_i64)i_lo + q_offset, last = (af_i64)i_hi + q_offset;
+    if (Spec::kCausal) h = h < last + 1 ? h : last + 1;
+    if (Spec::kSlidingWindow) {
+      const af_i64 wl = first - p.window + 1, wh = last + p.window;
+      l = l > wl ? l : wl;
+      h = h < wh ? h : wh;
+    }
+    lo = (int)(l < 0 ? 0 : l);
+    hi = (int)(h < lo ? lo : h);
+  }
+
+  // Every cell of key tile [n0, n0 + kBN) x the tile's queries kept by causal / sliding_window
+  // and the lengths?
+  __device__ __forceinline__ bool tile_inside(const FwdParams& p, int n0) const {
+    if (n0 + kBN > len_k) return false;
+    const af_i64 first = (af_i64)i_lo + q_offset, last = (af_i64)i_hi + q_offset;
+    if (Spec::kCausal && first - (n0 + kBN - 1) < 0) return false;
+    if (Spec::kSlidingWindow) {
+      if (last - n0 >= p.window) return false;
+      if ((af_i64)(n0 + kBN - 1) - first >= p.window) return false;
+    }
+    return true;
+  }
+
+  // Decodes the block index; false when the block has no rows (a document slot past its
+  // document's last tile). Uniform over the block.
+  __device__ __forceinline__ bool init(const FwdParams& p) {
+    const int S = p.num_splits;
+    split = (int)(blockIdx.x % S);
+    int slot = (int)(blockIdx.x / S);
+    const int slots = (int)(gridDim.x / S);
+    b = blockIdx.z;
+    if constexpr (kPack) {
+      hk = blockIdx.y;
+      h0 = hk * p.head_ratio;
+    } else {
+      h0 = blockIdx.y;
+      hk = h0 / p.head_ratio;
+    }
+    const int G = group(p);
+    len_q = p.len_q;
+    len_k = p.len_k;
+    q_offset = (int)p.q_offset;
+    q_row0 = 0;
+    k_row0 = 0;
+    if constexpr (Spec::kDocument) {
+      // Slot of document d's first tile: floor(G * cu_q[d] / kBM) + d. It never decreases and
+      // leaves each document at least its ceil(G * Lq / kBM) tiles, so the grid needs
+      // floor(G * Nq / kBM) + num_docs slots and a binary search finds a slot's document.
+      const void* cq = p.cu_q;
+      const void* ck = p.cu_k;
+      const af_i64 row = (af_i64)b * p.cu_batch_stride;
+      int lo = 0, hi = p.num_docs - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        const af_i64 start = (af_i64)G * cu_seqlen_at(cq, p.cu_is_i64, row + mid) / kBM + mid;
+        if (start <= slot) lo = mid;
+        else hi = mid - 1;
+      }
+      const int d = lo;
+      q_row0 = cu_seqlen_at(cq, p.cu_is_i64, row + d);
+      k_row0 = cu_seqlen_at(ck, p.cu_is_i64, row + d);
+      len_q = (int)(cu_seqlen_at(cq, p.cu_is_i64, row + d + 1) - q_row0);
+      len_k = (int)(cu_seqlen_at(ck, p.cu_is_i64, row + d + 1) - k_row0);
+      q_offset = len_k - len_q;
+      slot -= (int)((af_i64)G * q_row0 / kBM) + d;
+    } else if (Spec::kCausal) {
+      // Causal rows near the end see the most keys: schedule those tiles first so the short ones
+      // fill the tail of the grid instead of leaving SMs idle behind one long block.
+      slot = slots - 1 - slot;
+    }
+    if constexpr (Spec::kPagedKV) {
+      const int first_page = p.page_indptr[b], pages = p.page_indptr[b + 1] - first_page;
+      len_k = pages > 0 ? (pages - 1) * p.page_size + p.last_page_len[b] : 0;
+      q_offset = p.q_offset_given ? (int)p.q_offset : len_k - len_q;
+    }
+    rows = G * len_q;
+    m0 = slot * kBM;
+    if (m0 >= rows) return false;
+    const int last = (m0 + kBM < rows ? m0 + kBM : rows) - 1;
+    if (kPack && m0 / len_q != last / len_q) {
+      i_lo = 0;
+      i_hi = len_q - 1;
+    } else {
+      i_lo = kPack ? m0 % len_q : m0;
+      i_hi = kPack ? last % len_q : last;
+    }
+
+    // The key tiles: a range from the masks, or the row's active blocks.
+    int count;
+    if constexpr (Spec::kBlockSparse) {
+      const int bm = p.bs_batch == 1 ? 0 : b, hm = p.bs_heads == 1 ? 0 : h0;
+      const int qb = i_lo / p.bs_block_q;
+      const int r = (bm * p.bs_heads + hm) * p.bs_nqb + qb;
+      bs_entry0 = p.bs_row_ptr[r];
+      bs_sub = p.bs_block_k / kBN;
+      bs_q0 = qb * p.bs_block_q;
+      count = (p.bs_row_ptr[r + 1] - bs_entry0) * bs_sub;
+      n_first = 0;
+    } else {
+      int lo, hi;
+      key_range(p, lo, hi);
+      n_first = lo / kBN;
+      count = (hi + kBN - 1) / kBN - n_first;
+      if (count < 0) count = 0;
+    }
+    const int per = (count + S - 1) / S;
+    it_begin = split * per < count ? split * per : count;
+    it_end = it_begin + per < count ? it_begin + per : count;
+    return true;
+  }
+
+  // Row pointers of the sequence's tensors (K and V: contiguous rows, or looked up in the pages).
+  __device__ __forceinline__ const Element* q_row(const FwdParams& p, int r) const {
+    int i, h;
+    row_of(r, i, h);
+    return static_cast<const Element*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1] + (q_row0 + i) * p.q_stride[2];
+  }
+  __device__ __forceinline__ const Element* k_row(const FwdParams& p, int j) const {
+    if constexpr (Spec::kPagedKV) {
+      const int page = p.page_indices[p.page_indptr[b] + j / p.page_size];
+      return static_cast<const Element*>(p.k) + page * p.page_stride_k[0] + hk * p.page_stride_k[1] +
+             (af_i64)(j % p.page_size) * p.page_stride_k[2];
+    }
+    return static_cast<const Element*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1] + (k_row0 + j) * p.k_stride[2];
+  }
+  __device__ __forceinline__ const Element* v_row(const FwdParams& p, int j) const {
+    if constexpr (Spec::kPagedKV) {
+      const int page = p.page_indices[p.page_indptr[b] + j / p.page_size];
+      return static_cast<const Element*>(p.v) + page * p.page_stride_v[0] + hk * p.page_stride_v[1] +
+             (af_i64)(j % p.page_size) * p.page_stride_v[2];
+    }
+    return static_cast<const Element*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1] + (k_row0 + j) * p.v_stride[2];
+  }
+};
+
+}  // namespace attnfuse_kernels

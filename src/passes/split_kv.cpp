@@ -1,0 +1,27 @@
+// Split-KV choice (split_kv.hpp): the fewest parts within 5% of the best modelled time.
+#include "passes/split_kv.hpp"
+
+#include <algorithm>
+
+namespace attnfuse::passes {
+
+int choose_num_splits(const SplitShape& s) {
+  const int64_t capacity = int64_t{std::max(s.sms, 1)} * std::max(s.blocks_per_sm, 1);
+  if (s.blocks <= 0 || s.key_tiles < 2 * kMinTilesPerSplit) return 1;
+  // A grid that already fills 80% of one wave of resident blocks gains little from more blocks.
+  if (s.blocks * 5 >= capacity * 4) return 1;
+  const int64_t max_splits = std::min<int64_t>(kMaxSplits, s.key_tiles / kMinTilesPerSplit);
+  // Time of S parts, in key tiles one resident block streams: each part visits ceil(tiles / S)
+  // of them, and the S x blocks parts run in ceil(S x blocks / capacity) waves. Take the smallest
+  // S within 5% of the best (fewer parts: less combine traffic, longer pipelines per part).
+  auto cost = [&](int64_t n) {
+    return ((s.key_tiles + n - 1) / n) * ((s.blocks * n + capacity - 1) / capacity);
+  };
+  int64_t best = cost(1);
+  for (int64_t n = 2; n <= max_splits; ++n) best = std::min(best, cost(n));
+  for (int64_t n = 1; n <= max_splits; ++n)
+    if (cost(n) * 100 <= best * 105) return static_cast<int>(n);
+  return 1;
+}
+
+}  // namespace attnfuse::passes

@@ -1,0 +1,60 @@
+// The split-KV choice (passes/split_kv.hpp) against a brute-force search of its cost model and
+// the shapes the decode benchmark runs (H200: 132 SMs, 2 decode blocks per SM).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "passes/split_kv.hpp"
+
+namespace attnfuse::passes {
+namespace {
+
+int64_t model_cost(const SplitShape& s, int64_t n) {
+  const int64_t cap = int64_t{s.sms} * s.blocks_per_sm;
+  return ((s.key_tiles + n - 1) / n) * ((s.blocks * n + cap - 1) / cap);
+}
+
+TEST(SplitKv, DecodeShapesFillTheDevice) {
+  // Llama-3-8B decode, B = 1: 8 KV heads, one packed tile each, KV 32k in 64-key tiles.
+  const int s1 = choose_num_splits({8, 512, 132, 2});
+  EXPECT_GE(8 * s1, 132 * 2 * 9 / 10) << "the split grid should fill ~a wave of resident blocks";
+  EXPECT_LE(s1, kMaxSplits);
+  // Llama-3-70B, B = 1, KV 32k: same grid of 8 blocks.
+  EXPECT_EQ(choose_num_splits({8, 512, 132, 2}), s1);
+  // B = 32 x 8 KV heads = 256 blocks: already ~a wave, no split.
+  EXPECT_EQ(choose_num_splits({256, 512, 132, 2}), 1);
+  // Prefill grids (thousands of blocks) never split.
+  EXPECT_EQ(choose_num_splits({4096, 128, 132, 1}), 1);
+}
+
+TEST(SplitKv, ShortKeyAxesAreNotSplitBelowTwoTilesPerPart) {
+  EXPECT_EQ(choose_num_splits({8, 1, 132, 2}), 1);
+  EXPECT_EQ(choose_num_splits({8, 3, 132, 2}), 1);
+  const int s = choose_num_splits({8, 10, 132, 2});
+  EXPECT_GE(s, 2);
+  EXPECT_LE(s, 5);  // at least 2 key tiles per part
+}
+
+TEST(SplitKv, MatchesBruteForceOfItsModel) {
+  for (int64_t blocks : {1, 3, 8, 32, 64, 100, 200})
+    for (int64_t tiles : {4, 17, 64, 512, 2048})
+      for (int bps : {1, 2, 3}) {
+        const SplitShape s{blocks, tiles, 132, bps};
+        const int got = choose_num_splits(s);
+        ASSERT_GE(got, 1);
+        if (blocks * 5 >= int64_t{132} * bps * 4) {
+          EXPECT_EQ(got, 1) << blocks << " " << tiles;
+          continue;
+        }
+        const int64_t max_n = std::min<int64_t>(kMaxSplits, tiles / kMinTilesPerSplit);
+        ASSERT_LE(got, std::max<int64_t>(max_n, 1));
+        int64_t best = model_cost(s, 1);
+        for (int64_t n = 2; n <= max_n; ++n) best = std::min(best, model_cost(s, n));
+        EXPECT_LE(model_cost(s, got) * 100, best * 105) << blocks << " " << tiles << " " << bps;
+        for (int64_t n = 1; n < got; ++n)
+          EXPECT_GT(model_cost(s, n) * 100, best * 105) << "a smaller split is within 5%: " << n;
+      }
+}
+
+}  // namespace
+}  // namespace attnfuse::passes
