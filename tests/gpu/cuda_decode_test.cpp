@@ -1,0 +1,429 @@
+// The CUDA decode variant and paged KV caches against the float64 reference (DESIGN §3 tolerance,
+// gpu_harness's rule), on the GPU machine:
+//  - decode (Nq 1..16) against caches of 1 to ~100k keys, GQA 1/4/8, split-KV forced to 1, 3 and
+//    16 parts or chosen by the runtime, LSE checked, every combinator (causal with q_offset,
+//    sliding_window, alibi, softcap, additive_bias, relu_attention, rope, rope_window), bf16/fp16,
+//    D 64/96/128/256, rows that keep nothing (O = 0, LSE = -inf through the combine kernel);
+//  - the launch plan of a Llama-3-8B decode step (decode variant, split KV);
+//  - paged KV (NHD / HND, pages of 1, 16, 64 rows, shuffled and shared pages, variable lengths
+//    with an empty sequence) in decode and prefill: bit for bit the contiguous call on the same
+//    data with the same LaunchTuning, and the reference; what paged calls refuse.
+// Every case draws fresh inputs; outputs are poisoned before each call.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/error.hpp"
+#include "common/tensors.hpp"
+#include "gpu_inputs.hpp"
+#include "runtime/cuda_backend.hpp"
+#include "runtime/cuda_driver.hpp"
+
+namespace attnfuse {
+namespace {
+
+using gpu_test::bitwise_equal;
+using gpu_test::cuda_spec;
+using gpu_test::Dims;
+using gpu_test::expected;
+using gpu_test::Inputs;
+using gpu_test::make_inputs;
+using gpu_test::make_paged;
+using gpu_test::matches;
+using gpu_test::Outputs;
+using gpu_test::PagedInputs;
+using gpu_test::run_device;
+using gpu_test::tuning_name;
+using runtime::LaunchPlan;
+using runtime::LaunchTuning;
+using Variant = LaunchTuning::Variant;
+using Layout = PagedKV::Layout;
+
+class CudaDecode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!runtime::cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+    seed_ = test::fresh_seed();
+    rng_.seed(seed_);
+  }
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+#define TRACE_SEED() SCOPED_TRACE("seed " + std::to_string(seed_))
+
+const char* kCausal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
+
+// Split-KV settings every decode shape runs with: no split, 3 and 16 parts, the runtime's choice.
+const std::vector<LaunchTuning> kSplits = {LaunchTuning{1}, LaunchTuning{3}, LaunchTuning{16}, LaunchTuning{0}};
+
+// The plan launch() follows: the decode variant whenever Nq <= 16 and the variant is not forced,
+// the forced split count (clamped at most to fewer parts on short caches).
+void expect_plan(const KernelSpec& spec, const AttentionArgs& dev, const Dims& d, const LaunchTuning& t) {
+  const LaunchPlan plan = runtime::cuda_kernel(spec).plan(dev, spec.scalars, t);
+  if (t.variant == Variant::Prefill) {
+    EXPECT_FALSE(plan.decode) << "forced prefill variant";
+  } else if (t.variant == Variant::Decode || d.Nq <= runtime::kDecodeMaxQueries) {
+    EXPECT_TRUE(plan.decode) << "Nq " << d.Nq << " <= " << runtime::kDecodeMaxQueries << " should pick the decode variant";
+  }
+  EXPECT_GE(plan.num_splits, 1);
+  if (t.num_splits > 0) {
+    EXPECT_LE(plan.num_splits, t.num_splits);
+    if (d.Nk >= 4097) {
+      EXPECT_EQ(plan.num_splits, t.num_splits) << "forced split count not followed on a long cache";
+    }
+  }
+  EXPECT_EQ(plan.kv_layout, dev.paged ? KvLayout::Paged : KvLayout::Contiguous);
+}
+
+// One contiguous call: fresh inputs, one reference, then every tuning on the same inputs.
+void check(const KernelSpec& spec, const Dims& d, std::optional<int64_t> q_offset, std::mt19937_64& rng,
+           const std::vector<LaunchTuning>& tunings = kSplits) {
+  SCOPED_TRACE(fmt::format("{} {}{}", dtype_name(spec.dtype), gpu_test::dims_name(d),
+                           q_offset ? fmt::format(" q_offset {}", *q_offset) : std::string()));
+  Inputs in = make_inputs(spec, d, rng);
+  in.host.q_offset = in.device.q_offset = q_offset;
+  const gpu_test::Expected e = expected(spec, in.host, d);
+  for (const LaunchTuning& t : tunings) {
+    SCOPED_TRACE(tuning_name(t));
+    expect_plan(spec, in.device, d, t);
+    const Outputs o = run_device(spec, in.device, d, t);
+    EXPECT_TRUE(matches(e, spec.dtype, o));
+  }
+}
+
+void check(const std::string& program, DType dtype, const Dims& d, std::optional<int64_t> q_offset,
+           std::mt19937_64& rng, const std::vector<LaunchTuning>& tunings = kSplits,
+           RopeMode mode = RopeMode::Auto) {
+  SCOPED_TRACE(program + " rope_mode=" + rope_mode_name(mode));
+  check(cuda_spec(program, dtype, d.D, mode), d, q_offset, rng, tunings);
+}
+
+// ---- Decode on contiguous K/V ------------------------------------------------------------------
+
+TEST_F(CudaDecode, QueriesCachesGqaAndSplits) {
+  TRACE_SEED();
+  for (int64_t nk : {1, 7, 1000, 4097, 33333})
+    for (int64_t nq : {1, 2, 5, 16})
+      for (int64_t ratio : {1, 4, 8}) {
+        const int64_t hkv = ratio == 8 ? 1 : 2;
+        check(kCausal, DType::BF16, {nk <= 4097 ? 2 : 1, hkv * ratio, hkv, nq, nk, 128}, std::nullopt, rng_);
+      }
+}
+
+TEST_F(CudaDecode, HundredThousandKeys) {
+  // fp32 accumulation over ~100k keys and every split count; few heads keep the reference short.
+  TRACE_SEED();
+  check(kCausal, DType::BF16, {1, 2, 2, 1, 99991, 128}, std::nullopt, rng_);
+  check(kCausal, DType::BF16, {1, 4, 1, 5, 99991, 128}, std::nullopt, rng_);
+  check(kCausal, DType::BF16, {1, 8, 1, 16, 99991, 128}, std::nullopt, rng_);
+  check("softmax(alibi(causal(rope(Q, K, base=500000)))) @ V", DType::BF16, {1, 4, 1, 3, 99991, 128}, std::nullopt,
+        rng_, {LaunchTuning{1}, LaunchTuning{0}});
+}
+
+TEST_F(CudaDecode, PrefillVariantOnDecodeShapes) {
+  // Forcing the prefill variant on few queries (with and without splits) still gives the answer.
+  TRACE_SEED();
+  const std::vector<LaunchTuning> prefill = {LaunchTuning{1, Variant::Prefill}, LaunchTuning{3, Variant::Prefill},
+                                             LaunchTuning{0, Variant::Prefill}, LaunchTuning{4, Variant::Decode}};
+  check(kCausal, DType::BF16, {2, 8, 2, 5, 2500, 128}, std::nullopt, rng_, prefill);
+  check(kCausal, DType::BF16, {1, 8, 1, 16, 300, 128}, std::nullopt, rng_, prefill);
+}
+
+struct Combinator {
+  const char* program;
+  std::optional<int64_t> q_offset;
+};
+
+const Combinator kCombinators[] = {
+    {"softmax(causal(scaled_dot_product(Q, K))) @ V", 1500},  // queries in the middle of the cache
+    {"softmax(causal(scaled_dot_product(Q, K))) @ V", -3},    // the first rows see nothing
+    {"softmax(sliding_window(causal(scaled_dot_product(Q, K)), 700)) @ V", std::nullopt},
+    {"softmax(sliding_window(scaled_dot_product(Q, K), 300)) @ V", 1200},
+    {"softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", std::nullopt},
+    {"softmax(alibi(scaled_dot_product(Q, K))) @ V", 900},
+    {"softmax(softcap(causal(scaled_dot_product(Q, K, scale=0.5)), 5)) @ V", std::nullopt},
+    {"softmax(additive_bias(causal(scaled_dot_product(Q, K)))) @ V", std::nullopt},
+    {"relu_attention(causal(scaled_dot_product(Q, K))) @ V", std::nullopt},
+    {"softmax(causal(rope(Q, K, base=500000))) @ V", 100000},  // positions from q_offset
+    {"softmax(causal(rope(Q, K, style=gptj, rotary_dim=64))) @ V", std::nullopt},
+    {"softmax(causal(rope_window(Q, K, k=1))) @ V", 7000},
+    {"softmax(softcap(alibi(sliding_window(causal(rope(Q, K, base=500000)), 900)), 20)) @ V", 40000},
+};
+
+TEST_F(CudaDecode, EveryCombinator) {
+  TRACE_SEED();
+  const std::vector<LaunchTuning> tunings = {LaunchTuning{1}, LaunchTuning{4}, LaunchTuning{0}};
+  for (const Combinator& c : kCombinators)
+    for (int64_t nq : {1, 4, 16}) check(c.program, DType::BF16, {2, 8, 2, nq, 3001, 128}, c.q_offset, rng_, tunings);
+}
+
+TEST_F(CudaDecode, RopePlacementsInDecode) {
+  // Both placements of the rotation, positions from an explicit q_offset far into the sequence.
+  TRACE_SEED();
+  for (RopeMode mode : {RopeMode::Fused, RopeMode::Prerotate}) {
+    check("softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, {1, 8, 2, 4, 2000, 128}, 131000, rng_,
+          {LaunchTuning{1}, LaunchTuning{3}}, mode);
+    check("softmax(causal(rope_window(Q, K, k=0.5))) @ V", DType::F16, {1, 8, 1, 1, 5000, 128}, std::nullopt, rng_,
+          {LaunchTuning{1}, LaunchTuning{0}}, mode);
+  }
+}
+
+TEST_F(CudaDecode, DtypesAndHeadDims) {
+  // Every head dim in each dtype across three programs (each (dtype, D) is its own kernel).
+  TRACE_SEED();
+  const std::vector<LaunchTuning> tunings = {LaunchTuning{1}, LaunchTuning{5}, LaunchTuning{0}};
+  const char* window = "softmax(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 1500))) @ V";
+  for (auto [t, d] : {std::pair{DType::BF16, 64}, std::pair{DType::BF16, 256}, std::pair{DType::F16, 96},
+                      std::pair{DType::F16, 128}})
+    for (int64_t nq : {3, 16}) check(window, t, {1, 8, 1, nq, 2049, d}, std::nullopt, rng_, tunings);
+  for (int d : {64, 256})
+    check("softmax(softcap(causal(rope(Q, K)), 20)) @ V", DType::F16, {1, 4, 1, 7, 1500, d}, std::nullopt, rng_, tunings);
+  check("softmax(additive_bias(causal(scaled_dot_product(Q, K)))) @ V", DType::BF16, {2, 4, 2, 2, 777, 96}, std::nullopt,
+        rng_, tunings);
+}
+
+TEST_F(CudaDecode, RowsThatKeepNothing) {
+  // O = 0 and LSE = -inf for every row, through every split count (the combine kernel must not
+  // make NaN out of all-empty partials) ...
+  TRACE_SEED();
+  const char* window = "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 64)) @ V";
+  check(window, DType::BF16, {1, 8, 2, 4, 3000, 128}, 10000, rng_);
+  check("relu_attention(sliding_window(causal(scaled_dot_product(Q, K)), 64)) @ V", DType::F16,
+        {1, 8, 2, 4, 3000, 64}, 10000, rng_);
+  check(kCausal, DType::BF16, {2, 4, 1, 16, 3000, 128}, -20, rng_);
+  // ... a window that leaves only the last split any key (the others are empty partials) ...
+  check(window, DType::BF16, {1, 8, 2, 16, 3000, 128}, std::nullopt, rng_);
+  // ... and rows of one tile split between empty and kept.
+  check("softmax(sliding_window(scaled_dot_product(Q, K), 100)) @ V", DType::BF16, {1, 4, 1, 16, 3000, 128}, 3000 + 85,
+        rng_);
+}
+
+TEST_F(CudaDecode, LaunchPlanOfALlama3Step) {
+  // Llama-3-8B decode: 32 query heads over 8 KV heads, one sequence, one token, 32k cache. The
+  // runtime must pick the GQA-packed decode variant and split the keys (one KV head per block
+  // without a split would leave most of the 132 SMs idle).
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec("softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, 128);
+  const Dims d{1, 32, 8, 1, 32768, 128};
+  Inputs in = make_inputs(spec, d, rng_);
+  const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars);
+  EXPECT_TRUE(plan.decode);
+  EXPECT_GT(plan.num_splits, 1);
+  EXPECT_EQ(plan.kv_layout, KvLayout::Contiguous);
+  EXPECT_GE(uint64_t{plan.grid[0]} * plan.grid[1] * plan.grid[2], uint64_t(8 * plan.num_splits));
+  const gpu_test::Expected e = expected(spec, in.host, d);
+  EXPECT_TRUE(matches(e, spec.dtype, run_device(spec, in.device, d)));
+}
+
+// ---- Paged KV ----------------------------------------------------------------------------------
+
+struct PagedCase {
+  std::vector<int64_t> lengths;
+  int64_t page_size = 16;
+  Layout layout = Layout::NHD;
+  bool share = false;
+  int64_t Hq = 8, Hkv = 2, Nq = 1;
+  std::optional<int64_t> q_offset;
+};
+
+std::string paged_name(const PagedCase& c) {
+  std::string lens;
+  for (int64_t l : c.lengths) lens += (lens.empty() ? "" : ",") + std::to_string(l);
+  return fmt::format("paged {} page {} lengths [{}]{} Hq{} Hkv{} Nq{}{}", gpu_test::layout_name(c.layout),
+                     c.page_size, lens, c.share ? " shared pages" : "", c.Hq, c.Hkv, c.Nq,
+                     c.q_offset ? fmt::format(" q_offset {}", *c.q_offset) : std::string());
+}
+
+// One paged call per tuning, against the reference; and, for tunings that fix the split count,
+// bit for bit against one contiguous call per sequence (its K/V gathered from the pages, its Q
+// the sequence's rows) with the same tuning. A sequence of length 0 only meets the reference.
+void check_paged(const KernelSpec& spec, const PagedCase& c, std::mt19937_64& rng,
+                 const std::vector<LaunchTuning>& tunings) {
+  SCOPED_TRACE(paged_name(c));
+  const int64_t B = std::ssize(c.lengths);
+  const int D = spec.head_dim;
+  const Dims d{B, c.Hq, c.Hkv, c.Nq, *std::max_element(c.lengths.begin(), c.lengths.end()), D};
+  Inputs in = make_inputs(spec, d, rng, /*with_kv=*/false);
+  const PagedInputs p = make_paged(spec.dtype, c.layout, c.lengths, c.page_size, c.Hkv, D, c.share, rng);
+  in.host.paged = p.host;
+  in.device.paged = p.device;
+  in.host.q_offset = in.device.q_offset = c.q_offset;
+  const gpu_test::Expected e = expected(spec, in.host, d);
+
+  // The contiguous calls of each sequence.
+  struct One {
+    int64_t b;
+    Dims d;
+    runtime::DeviceBuffer dk, dv;
+    AttentionArgs args;
+  };
+  std::vector<One> ones;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = c.lengths[size_t(b)];
+    if (n == 0) continue;
+    One o{b, Dims{1, c.Hq, c.Hkv, c.Nq, n, D}, gpu_test::upload(p.gather_k(b, c.Hkv, D)),
+          gpu_test::upload(p.gather_v(b, c.Hkv, D)), {}};
+    o.args.q = TensorView::contiguous(static_cast<char*>(in.dq.get()) + b * c.Hq * c.Nq * D * 2, spec.dtype,
+                                      {1, c.Hq, c.Nq, D});
+    o.args.k = TensorView::contiguous(o.dk.get(), spec.dtype, {1, c.Hkv, n, D});
+    o.args.v = TensorView::contiguous(o.dv.get(), spec.dtype, {1, c.Hkv, n, D});
+    o.args.q_offset = c.q_offset;
+    ones.push_back(std::move(o));
+  }
+
+  // Paged calls rotate in the kernel: the contiguous calls must too, to compare bits.
+  KernelSpec contiguous_spec = spec;
+  if (spec.score != ScoreKind::ScaledDot) contiguous_spec.rope_mode = RopeMode::Fused;
+
+  for (const LaunchTuning& t : tunings) {
+    SCOPED_TRACE(tuning_name(t));
+    const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, t);
+    EXPECT_EQ(plan.kv_layout, KvLayout::Paged);
+    if (t.variant == Variant::Auto) {
+      EXPECT_EQ(plan.decode, c.Nq <= runtime::kDecodeMaxQueries);
+    }
+    if (spec.score != ScoreKind::ScaledDot) {
+      EXPECT_EQ(plan.rope_mode, RopeMode::Fused) << "paged calls rotate in the kernel";
+    }
+    const Outputs paged = run_device(spec, in.device, d, t);
+    EXPECT_TRUE(matches(e, spec.dtype, paged));
+    if (t.num_splits == 0) continue;  // the runtime's split choice may depend on the batch
+    const auto rows = static_cast<size_t>(c.Hq * c.Nq);
+    for (const One& o : ones) {
+      SCOPED_TRACE("sequence " + std::to_string(o.b));
+      const Outputs contiguous = run_device(contiguous_spec, o.args, o.d, t);
+      Outputs slice;
+      slice.out.assign(paged.out.begin() + static_cast<std::ptrdiff_t>(size_t(o.b) * rows * size_t(D)),
+                       paged.out.begin() + static_cast<std::ptrdiff_t>(size_t(o.b + 1) * rows * size_t(D)));
+      slice.lse.assign(paged.lse.begin() + static_cast<std::ptrdiff_t>(size_t(o.b) * rows),
+                       paged.lse.begin() + static_cast<std::ptrdiff_t>(size_t(o.b + 1) * rows));
+      EXPECT_TRUE(bitwise_equal(slice, contiguous, o.d)) << "paged differs from the contiguous call";
+    }
+  }
+}
+
+TEST_F(CudaDecode, PagedLayoutsPageSizesDecodeAndPrefill) {
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  for (Layout layout : {Layout::NHD, Layout::HND})
+    for (int64_t ps : {1, 16, 64})
+      for (bool prefill : {false, true}) {
+        PagedCase c;
+        // The first sequence's full pages are shared by the others when `share`; lengths 0, 1,
+        // page_size, page_size + 1 and odd ones in one batch.
+        c.lengths = {1200, 0, 1, ps, ps + 1, 333};
+        c.page_size = ps;
+        c.layout = layout;
+        c.share = ps != 64 || layout == Layout::HND;
+        if (prefill) {
+          c.Hq = 4, c.Hkv = 1, c.Nq = 100;
+          check_paged(spec, c, rng_, {LaunchTuning{1, Variant::Prefill}, LaunchTuning{3, Variant::Prefill}, LaunchTuning{0}});
+        } else {
+          c.Nq = ps == 16 ? 16 : 4;
+          check_paged(spec, c, rng_, {LaunchTuning{1, Variant::Decode}, LaunchTuning{3, Variant::Decode},
+                                      LaunchTuning{16, Variant::Decode}, LaunchTuning{0}});
+        }
+      }
+}
+
+TEST_F(CudaDecode, PagedLongSequencesSplitAcrossPages) {
+  // Long caches with splits that start and end inside pages; GQA 8, one token and sixteen.
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  for (int64_t nq : {1, 16}) {
+    PagedCase c{{20000, 4097, 0, 9001}, 16, Layout::HND, true, 8, 1, nq, std::nullopt};
+    check_paged(spec, c, rng_, {LaunchTuning{7, Variant::Decode}, LaunchTuning{0}});
+  }
+}
+
+TEST_F(CudaDecode, PagedEveryCombinator) {
+  TRACE_SEED();
+  const std::vector<const char*> decode_programs = {
+      "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 50)) @ V",
+      "softmax(softcap(alibi(scaled_dot_product(Q, K)), 5)) @ V",
+      "relu_attention(causal(scaled_dot_product(Q, K))) @ V",
+      "softmax(causal(rope(Q, K, base=500000))) @ V",
+      "softmax(sliding_window(rope_window(Q, K, k=1), 40)) @ V",
+  };
+  const std::vector<LaunchTuning> decode = {LaunchTuning{1, Variant::Decode}, LaunchTuning{3, Variant::Decode},
+                                            LaunchTuning{0}};
+  for (const char* prog : decode_programs) {
+    SCOPED_TRACE(prog);
+    check_paged(cuda_spec(prog, DType::BF16, 128), {{300, 0, 17, 16, 1000}, 16, Layout::HND, true, 8, 2, 5, std::nullopt}, rng_,
+                decode);
+  }
+  const std::vector<const char*> prefill_programs = {
+      "softmax(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 60))) @ V",
+      "softmax(causal(rope(Q, K, base=500000))) @ V",
+  };
+  const std::vector<LaunchTuning> prefill = {LaunchTuning{1, Variant::Prefill}, LaunchTuning{2, Variant::Prefill},
+                                             LaunchTuning{0}};
+  for (const char* prog : prefill_programs) {
+    SCOPED_TRACE(prog);
+    check_paged(cuda_spec(prog, DType::BF16, 128), {{257, 100, 0, 64, 65}, 64, Layout::NHD, false, 4, 2, 100, std::nullopt}, rng_,
+                prefill);
+  }
+  // fp16 and another head dim, decode and prefill.
+  const KernelSpec f16 = cuda_spec("softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", DType::F16, 64);
+  check_paged(f16, {{40, 1, 0, 129}, 16, Layout::NHD, true, 4, 4, 3, std::nullopt}, rng_, decode);
+  check_paged(f16, {{40, 1, 0, 129}, 16, Layout::HND, false, 4, 4, 50, std::nullopt}, rng_, prefill);
+}
+
+TEST_F(CudaDecode, PagedExplicitQOffsetAppliesToEverySequence) {
+  TRACE_SEED();
+  const KernelSpec rope = cuda_spec("softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, 128);
+  check_paged(rope, {{1, 64, 65, 120}, 16, Layout::HND, false, 8, 2, 5, 40}, rng_,
+              {LaunchTuning{1, Variant::Decode}, LaunchTuning{3, Variant::Decode}});
+}
+
+TEST_F(CudaDecode, PagedRefusals) {
+  // Length-dependent RoPE scalings need the sequence lengths, which the host cannot read from a
+  // device page table; the prerotate placement has no paged form; additive_bias has one key axis.
+  TRACE_SEED();
+  PagedCase c{{100, 0, 37}, 16, Layout::NHD, false, 4, 2, 2, std::nullopt};
+  auto refused = [&](const KernelSpec& spec, const std::string& phrase) {
+    const Dims d{3, c.Hq, c.Hkv, c.Nq, 100, spec.head_dim};
+    Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
+    const PagedInputs p = make_paged(spec.dtype, c.layout, c.lengths, c.page_size, c.Hkv, d.D, false, rng_);
+    in.device.paged = p.device;
+    gpu_test::expect_refused(spec, in.device, d, ErrorCode::Unsupported, phrase);
+  };
+  refused(cuda_spec("softmax(causal(rope(Q, K, rope_type=dynamic, factor=2, original_max_position_embeddings=64))) @ V",
+                    DType::BF16, 64),
+          "");
+  std::string lf, sf;
+  for (int r = 0; r < 32; ++r) lf += fmt::format("{}{:.2f}", r ? ", " : "", 1.0 + 0.1 * r), sf += (r ? ", 1" : "1");
+  refused(cuda_spec(fmt::format("softmax(causal(rope(Q, K, rope_type=longrope, factor=8, "
+                                "original_max_position_embeddings=64, long_factor=[{}], short_factor=[{}]))) @ V",
+                                lf, sf),
+                    DType::BF16, 64),
+          "");
+  refused(cuda_spec("softmax(causal(rope(Q, K))) @ V", DType::BF16, 64, RopeMode::Prerotate), "");
+  refused(cuda_spec("softmax(additive_bias(scaled_dot_product(Q, K))) @ V", DType::BF16, 64), "additive_bias");
+}
+
+TEST_F(CudaDecode, PagedAutoRopePlacementIsFused) {
+  // A long prefill, where the cost model may pre-rotate contiguous K/V: paged calls rotate in the
+  // kernel (the plan only; nothing runs).
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec("softmax(causal(rope(Q, K))) @ V", DType::BF16, 128);
+  const Dims d{1, 8, 2, 8192, 8192, 128};
+  Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
+  const PagedInputs p = make_paged(spec.dtype, Layout::NHD, {8192}, 64, 2, 128, false, rng_);
+  in.device.paged = p.device;
+  const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars);
+  EXPECT_EQ(plan.rope_mode, RopeMode::Fused);
+  EXPECT_EQ(plan.kv_layout, KvLayout::Paged);
+  EXPECT_FALSE(plan.decode);
+}
+
+}  // namespace
+}  // namespace attnfuse

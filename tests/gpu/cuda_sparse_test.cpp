@@ -1,0 +1,381 @@
+// Document masks and block-sparse masks on the CUDA backend against the float64 reference
+// (DESIGN §3 tolerance, gpu_harness's rule), on the GPU machine:
+//  - documents: several documents with empty ones, odd lengths, Nq != Nk per document (bottom-right
+//    in each), composed with causal, sliding_window, alibi, rope and rope_window; offsets in device
+//    memory, int32 and int64, shared by the batch or one row per batch entry; decode-sized packed
+//    batches; what document calls refuse;
+//  - block_sparse: random block grids with empty rows (O = 0, LSE = -inf), partial blocks from a
+//    predicate, a structured mask from a block classifier, block sizes that are multiples of the
+//    kernel's tile, composed with causal, sliding_window, alibi and rope; decode with a block mask
+//    (head-broadcast, per batch entry, per head).
+// Every case draws fresh inputs; outputs are poisoned before each call; split-KV forced or not.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/block_mask.hpp"
+#include "attnfuse/error.hpp"
+#include "common/tensors.hpp"
+#include "gpu_inputs.hpp"
+#include "runtime/cuda_backend.hpp"
+#include "runtime/cuda_driver.hpp"
+
+namespace attnfuse {
+namespace {
+
+using gpu_test::cuda_spec;
+using gpu_test::Dims;
+using gpu_test::expected;
+using gpu_test::Inputs;
+using gpu_test::make_inputs;
+using gpu_test::matches;
+using gpu_test::Outputs;
+using gpu_test::run_device;
+using gpu_test::tuning_name;
+using runtime::LaunchPlan;
+using runtime::LaunchTuning;
+using Variant = LaunchTuning::Variant;
+
+class CudaSparse : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!runtime::cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+    seed_ = test::fresh_seed();
+    rng_.seed(seed_);
+  }
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+#define TRACE_SEED() SCOPED_TRACE("seed " + std::to_string(seed_))
+
+const std::vector<LaunchTuning> kTunings = {LaunchTuning{0}, LaunchTuning{1}, LaunchTuning{3}};
+
+// ---- Documents ---------------------------------------------------------------------------------
+
+struct Docs {
+  std::string name;
+  std::vector<int64_t> q, k;  // document lengths (same count)
+};
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+std::vector<Docs> doc_splits(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> len(1, 300), extra(0, 200);
+  Docs odd{"odd random lengths", {}, {}}, chunked{"random chunked prefill", {}, {}};
+  for (int i = 0; i < 6; ++i) {
+    odd.q.push_back(len(rng) | 1);
+    const int64_t q = len(rng) / 3;
+    chunked.q.push_back(q);
+    chunked.k.push_back(q + extra(rng));
+  }
+  odd.k = odd.q;
+  return {
+      {"several with empty ones", {40, 0, 129, 1, 200, 0, 77}, {40, 0, 129, 1, 200, 0, 77}},
+      // Both ways, and empty on either side: a document with more queries than keys puts its first
+      // queries before every key (nothing kept under causal), one without keys keeps nothing.
+      {"nq != nk", {3, 70, 0, 65, 1, 17}, {64, 10, 5, 129, 0, 17}},
+      {"chunked prefill", {20, 0, 33, 1}, {500, 7, 260, 1}},
+      odd,
+      chunked,
+  };
+}
+
+// Offsets [0, l0, l0 + l1, ...], one row per batch entry when `per_batch` (entry b: the lengths
+// rotated by b, queries and keys alike, so documents still pair up), as int32 or int64.
+struct Offsets {
+  std::vector<int32_t> i32;
+  std::vector<int64_t> i64;
+  gpu_test::DeviceBuffer dev;
+  SeqOffsetsView host, device;
+};
+
+Offsets make_offsets(const std::vector<int64_t>& lengths, int64_t B, bool per_batch, bool i64) {
+  Offsets o;
+  const int64_t rows = per_batch ? B : 1, n = std::ssize(lengths) + 1;
+  for (int64_t b = 0; b < rows; ++b) {
+    std::vector<int64_t> l = lengths;
+    std::rotate(l.begin(), l.begin() + (b % std::ssize(l)), l.end());
+    int64_t acc = 0;
+    o.i64.push_back(0);
+    for (int64_t x : l) o.i64.push_back(acc += x);
+  }
+  o.i32.assign(o.i64.begin(), o.i64.end());
+  const auto type = i64 ? SeqOffsetsView::Type::I64 : SeqOffsetsView::Type::I32;
+  const void* host = i64 ? static_cast<const void*>(o.i64.data()) : static_cast<const void*>(o.i32.data());
+  o.dev = i64 ? gpu_test::upload(o.i64) : gpu_test::upload(o.i32);
+  o.host = {host, type, rows, n, n};
+  o.device = {o.dev.get(), type, rows, n, n};
+  return o;
+}
+
+struct DocCall {
+  Dims d;
+  Inputs in;
+  Offsets q, k;
+};
+
+DocCall doc_call(const KernelSpec& spec, const Docs& docs, int64_t B, int64_t Hq, int64_t Hkv, bool per_batch, bool i64,
+                 std::mt19937_64& rng) {
+  const int64_t nq = std::accumulate(docs.q.begin(), docs.q.end(), int64_t{0});
+  const int64_t nk = std::accumulate(docs.k.begin(), docs.k.end(), int64_t{0});
+  DocCall c{Dims{B, Hq, Hkv, nq, nk, spec.head_dim}, make_inputs(spec, {B, Hq, Hkv, nq, nk, spec.head_dim}, rng),
+            make_offsets(docs.q, B, per_batch, i64), make_offsets(docs.k, B, per_batch, i64)};
+  c.in.host.cu_seqlens_q = c.q.host;
+  c.in.host.cu_seqlens_k = c.k.host;
+  c.in.device.cu_seqlens_q = c.q.device;
+  c.in.device.cu_seqlens_k = c.k.device;
+  return c;
+}
+
+void check_docs(const KernelSpec& spec, const Docs& docs, std::mt19937_64& rng, bool per_batch = false,
+                bool i64 = false, int64_t B = 2, int64_t Hq = 8, int64_t Hkv = 2,
+                const std::vector<LaunchTuning>& tunings = kTunings) {
+  SCOPED_TRACE(fmt::format("{}: q [{}] k [{}]{}{} {} B{} Hq{} Hkv{} D{}", docs.name, join(docs.q), join(docs.k),
+                           per_batch ? " per-batch offsets" : "", i64 ? " int64" : " int32", dtype_name(spec.dtype), B,
+                           Hq, Hkv, spec.head_dim));
+  const DocCall c = doc_call(spec, docs, B, Hq, Hkv, per_batch, i64, rng);
+  const gpu_test::Expected e = expected(spec, c.in.host, c.d);
+  for (const LaunchTuning& t : tunings) {
+    SCOPED_TRACE(tuning_name(t));
+    if (t.variant == Variant::Auto && c.d.Nq <= runtime::kDecodeMaxQueries) {
+      EXPECT_TRUE(runtime::cuda_kernel(spec).plan(c.in.device, spec.scalars, t).decode);
+    }
+    EXPECT_TRUE(matches(e, spec.dtype, run_device(spec, c.in.device, c.d, t)));
+  }
+}
+
+const char* kDocPrograms[] = {
+    "softmax(document(scaled_dot_product(Q, K))) @ V",
+    "softmax(document(causal(scaled_dot_product(Q, K)))) @ V",
+    "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 50))) @ V",
+    "softmax(document(sliding_window(scaled_dot_product(Q, K), 20))) @ V",
+    "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V",
+    "softmax(document(causal(rope(Q, K, base=500000)))) @ V",
+    "softmax(document(sliding_window(rope_window(Q, K, k=1), 64))) @ V",
+};
+
+TEST_F(CudaSparse, DocumentsEveryCombinator) {
+  TRACE_SEED();
+  for (const char* prog : kDocPrograms) {
+    SCOPED_TRACE(prog);
+    const KernelSpec spec = cuda_spec(prog, DType::BF16, 128);
+    for (const Docs& docs : doc_splits(rng_)) check_docs(spec, docs, rng_);
+  }
+}
+
+TEST_F(CudaSparse, DocumentsFp16AndHeadDims) {
+  TRACE_SEED();
+  const std::vector<Docs> splits = doc_splits(rng_);
+  for (int d : {64, 96, 256}) {
+    const KernelSpec spec = cuda_spec("softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V", DType::F16, d);
+    SCOPED_TRACE("D " + std::to_string(d));
+    check_docs(spec, splits[0], rng_);
+    check_docs(spec, splits[1], rng_);
+  }
+}
+
+TEST_F(CudaSparse, DocumentsPerBatchAndInt64Offsets) {
+  TRACE_SEED();
+  const std::vector<Docs> splits = doc_splits(rng_);
+  for (const char* prog : {kDocPrograms[2], kDocPrograms[5]}) {
+    SCOPED_TRACE(prog);
+    const KernelSpec spec = cuda_spec(prog, DType::BF16, 128);
+    for (bool per_batch : {false, true})
+      for (bool i64 : {false, true})
+        for (size_t s : {size_t{1}, size_t{3}}) check_docs(spec, splits[s], rng_, per_batch, i64, 3);
+  }
+}
+
+TEST_F(CudaSparse, DocumentsDecodeSizedPackedBatch) {
+  // A handful of sequences decoding one or two tokens each, packed along the sequence axis
+  // (varlen decode): Nq <= 16, so the runtime picks the decode variant; long caches per document,
+  // one document without keys, one without queries.
+  TRACE_SEED();
+  const Docs docs{"varlen decode", {1, 0, 1, 1, 2, 1}, {500, 30, 0, 1200, 77, 3000}};
+  const std::vector<LaunchTuning> tunings = {LaunchTuning{0}, LaunchTuning{1}, LaunchTuning{3},
+                                             LaunchTuning{1, Variant::Prefill}};
+  for (const char* prog : {kDocPrograms[1], "softmax(alibi(document(sliding_window(causal(scaled_dot_product(Q, K)), 300)))) @ V",
+                           kDocPrograms[5]}) {
+    SCOPED_TRACE(prog);
+    const KernelSpec spec = cuda_spec(prog, DType::BF16, 128);
+    check_docs(spec, docs, rng_, false, false, 2, 8, 2, tunings);
+    check_docs(spec, docs, rng_, true, true, 2, 8, 1, tunings);
+  }
+}
+
+TEST_F(CudaSparse, DocumentRefusals) {
+  // Length-dependent RoPE scalings read the longest document, which lives in device memory;
+  // prerotate has no document form; an explicit q_offset does not apply to documents.
+  TRACE_SEED();
+  const Docs docs{"refused", {10, 0, 30}, {10, 5, 40}};
+  auto refused = [&](const KernelSpec& spec, const std::string& phrase, std::optional<int64_t> q_offset = {}) {
+    DocCall c = doc_call(spec, docs, 2, 4, 2, false, false, rng_);
+    c.in.device.q_offset = q_offset;
+    gpu_test::expect_refused(spec, c.in.device, c.d, ErrorCode::Unsupported, phrase);
+  };
+  refused(cuda_spec("softmax(document(causal(rope(Q, K, rope_type=dynamic, factor=2, "
+                    "original_max_position_embeddings=16)))) @ V",
+                    DType::BF16, 64),
+          "");
+  std::string lf, sf;
+  for (int r = 0; r < 32; ++r) lf += fmt::format("{}{:.2f}", r ? ", " : "", 1.0 + 0.1 * r), sf += (r ? ", 1" : "1");
+  refused(cuda_spec(fmt::format("softmax(document(causal(rope(Q, K, rope_type=longrope, factor=8, "
+                                "original_max_position_embeddings=16, long_factor=[{}], short_factor=[{}])))) @ V",
+                                lf, sf),
+                    DType::BF16, 64),
+          "");
+  refused(cuda_spec("softmax(document(causal(rope(Q, K)))) @ V", DType::BF16, 64, RopeMode::Prerotate), "");
+  refused(cuda_spec("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", DType::BF16, 64), "q_offset", 0);
+}
+
+TEST_F(CudaSparse, DocumentsAutoRopePlacementIsFused) {
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec("softmax(document(causal(rope(Q, K)))) @ V", DType::BF16, 128);
+  const DocCall c = doc_call(spec, {"long", {4096, 4096}, {4096, 4096}}, 1, 8, 2, false, false, rng_);
+  const LaunchPlan plan = runtime::cuda_kernel(spec).plan(c.in.device, spec.scalars);
+  EXPECT_EQ(plan.rope_mode, RopeMode::Fused);
+  EXPECT_FALSE(plan.decode);
+}
+
+// ---- Block-sparse ------------------------------------------------------------------------------
+
+// A grid of blocks active with probability `density` for `batch` x `heads` (1 broadcasts), with
+// empty query-block rows: block row 1 everywhere, the last block row of head 1, and, when the
+// mask has more than one (b, h), every row of the last head of batch entry 0.
+BlockMask random_grid(const Dims& d, int64_t batch, int64_t heads, int bq, int bk, double density,
+                      std::mt19937_64& rng) {
+  const int64_t nqb = (d.Nq + bq - 1) / bq, nkb = (d.Nk + bk - 1) / bk;
+  std::vector<uint8_t> grid(static_cast<size_t>(batch * heads * nqb * nkb));
+  std::bernoulli_distribution on(density);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t qb = 0; qb < nqb; ++qb)
+        for (int64_t kb = 0; kb < nkb; ++kb) {
+          bool active = on(rng);
+          if (qb == 1 || (h == 1 && qb == nqb - 1) || (batch * heads > 1 && b == 0 && h == heads - 1)) active = false;
+          grid[static_cast<size_t>(((b * heads + h) * nqb + qb) * nkb + kb)] = active;
+        }
+  return BlockMask::from_dense(grid.data(), batch, heads, d.Nq, d.Nk, bq, bk);
+}
+
+// Partial blocks for `batch` x `heads` (1 broadcasts): a seeded mix of inactive, full and
+// half-kept blocks (tests/common).
+BlockMask partial_blocks(const Dims& d, int64_t batch, int64_t heads, int bq, int bk, std::mt19937_64& rng) {
+  return test::random_block_mask(test::Shape{batch, heads, 1, d.Nq, d.Nk, d.D}, bq, bk, rng(), false);
+}
+
+void check_sparse(const KernelSpec& spec, const Dims& d, const BlockMask& mask, const std::string& what,
+                  std::mt19937_64& rng, const std::vector<LaunchTuning>& tunings = kTunings) {
+  SCOPED_TRACE(fmt::format("{} ({}x{} blocks, {} x {}, density {:.2f}) {} {}", what, mask.block_q(), mask.block_k(),
+                           mask.batch(), mask.heads(), mask.density(), dtype_name(spec.dtype), gpu_test::dims_name(d)));
+  Inputs in = make_inputs(spec, d, rng);
+  in.host.block_mask = in.device.block_mask = &mask;
+  const gpu_test::Expected e = expected(spec, in.host, d);
+  for (const LaunchTuning& t : tunings) {
+    SCOPED_TRACE(tuning_name(t));
+    // Few queries take the decode variant unless a per-head mask would have to be shared by the
+    // heads of one GQA-packed tile.
+    if (t.variant == Variant::Auto && d.Nq <= runtime::kDecodeMaxQueries && (mask.heads() == 1 || d.Hq == d.Hkv)) {
+      EXPECT_TRUE(runtime::cuda_kernel(spec).plan(in.device, spec.scalars, t).decode);
+    }
+    EXPECT_TRUE(matches(e, spec.dtype, run_device(spec, in.device, d, t)));
+  }
+}
+
+const char* kSparsePrograms[] = {
+    "softmax(block_sparse(scaled_dot_product(Q, K))) @ V",
+    "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V",
+    "softmax(block_sparse(sliding_window(causal(scaled_dot_product(Q, K)), 200))) @ V",
+    "softmax(block_sparse(sliding_window(scaled_dot_product(Q, K), 150))) @ V",
+    "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V",
+    "softmax(block_sparse(causal(rope(Q, K, base=500000)))) @ V",
+};
+
+TEST_F(CudaSparse, BlockSparseRandomGridsAndPartialBlocks) {
+  TRACE_SEED();
+  const Dims d{2, 4, 2, 400, 600, 128};  // off the block multiples: 4 x 5 blocks of 128
+  for (size_t p = 0; p < std::size(kSparsePrograms); ++p) {
+    SCOPED_TRACE(kSparsePrograms[p]);
+    const KernelSpec spec = cuda_spec(kSparsePrograms[p], DType::BF16, 128);
+    check_sparse(spec, d, random_grid(d, d.B, d.Hq, 128, 128, 0.5, rng_), "random grid per head with empty rows", rng_);
+    check_sparse(spec, d, partial_blocks(d, d.B, d.Hq, 128, 128, rng_), "partial blocks per head", rng_);
+    if (p < 2) {
+      check_sparse(spec, d, random_grid(d, 1, 1, 128, 128, 0.6, rng_), "broadcast random grid", rng_);
+      check_sparse(spec, d, partial_blocks(d, 1, 1, 128, 128, rng_), "broadcast partial blocks", rng_);
+      check_sparse(spec, d, random_grid(d, d.B, 1, 128, 128, 0.6, rng_), "head-broadcast random grid", rng_);
+    }
+  }
+}
+
+TEST_F(CudaSparse, BlockSparseLargerBlocksAndOtherDtypes) {
+  // Mask blocks that are multiples of the kernel's tile (several kernel tiles per mask block).
+  TRACE_SEED();
+  const Dims d{1, 4, 1, 600, 700, 128};
+  const KernelSpec causal = cuda_spec(kSparsePrograms[1], DType::BF16, 128);
+  for (auto [bq, bk] : {std::pair{256, 128}, std::pair{128, 256}, std::pair{256, 256}}) {
+    check_sparse(causal, d, random_grid(d, d.B, d.Hq, bq, bk, 0.5, rng_), "random grid", rng_);
+    check_sparse(causal, d, partial_blocks(d, d.B, d.Hq, bq, bk, rng_), "partial blocks", rng_);
+  }
+  for (int hd : {64, 256}) {
+    const Dims dd{1, 4, 2, 333, 450, hd};
+    const KernelSpec spec = cuda_spec(kSparsePrograms[4], DType::F16, hd);
+    check_sparse(spec, dd, partial_blocks(dd, dd.B, dd.Hq, 128, 128, rng_), "partial blocks", rng_);
+  }
+}
+
+TEST_F(CudaSparse, BlockSparseFromClassifier) {
+  // Attention sinks plus a local band (|q - kv| < 300), classified per block: full inside the
+  // band, inactive far from it, partial on its edges; composed with causal.
+  TRACE_SEED();
+  const int64_t n = 1100;
+  auto keep = [](int64_t, int64_t, int64_t q, int64_t kv) { return kv < 64 || (q - kv < 300 && kv - q < 300); };
+  auto classify = [](int64_t, int64_t, int64_t q0, int64_t q1, int64_t kv0, int64_t kv1) {
+    if (kv1 <= 64) return BlockMask::BlockKind::Full;
+    const int64_t near = std::max<int64_t>({0, q0 - (kv1 - 1), kv0 - (q1 - 1)});
+    const int64_t far = std::max(q1 - 1 - kv0, kv1 - 1 - q0);
+    if (far < 300) return BlockMask::BlockKind::Full;
+    if (near >= 300 && kv0 >= 64) return BlockMask::BlockKind::Inactive;
+    return BlockMask::BlockKind::Partial;
+  };
+  const BlockMask mask = BlockMask::from_block_classifier(classify, keep, 1, 1, n, n);
+  const Dims d{1, 2, 1, n, n, 128};
+  check_sparse(cuda_spec(kSparsePrograms[1], DType::BF16, 128), d, mask, "sinks + band", rng_);
+  check_sparse(cuda_spec(kSparsePrograms[5], DType::BF16, 128), d, mask, "sinks + band", rng_);
+}
+
+TEST_F(CudaSparse, BlockSparseDecode) {
+  // Few query rows against a long cache, every split count: masks shared by the heads (the decode
+  // variant packs a GQA group into one tile) or per batch entry, per head without GQA, and per
+  // head with GQA (heads of one group keep different blocks). Some rows keep no block at all
+  // (O = 0, LSE = -inf).
+  TRACE_SEED();
+  const std::vector<LaunchTuning> tunings = {LaunchTuning{1}, LaunchTuning{3}, LaunchTuning{16}, LaunchTuning{0}};
+  for (const char* prog : {kSparsePrograms[1], "softmax(alibi(block_sparse(sliding_window(causal(scaled_dot_product(Q, K)), 2000)))) @ V",
+                           kSparsePrograms[5]}) {
+    SCOPED_TRACE(prog);
+    const KernelSpec spec = cuda_spec(prog, DType::BF16, 128);
+    for (int64_t nq : {1, 7, 16}) {
+      const Dims gqa{2, 8, 2, nq, 5000, 128}, mha{1, 4, 4, nq, 3000, 128};
+      check_sparse(spec, gqa, random_grid(gqa, 2, 1, 128, 128, 0.3, rng_), "random grid per batch entry", rng_, tunings);
+      check_sparse(spec, gqa, partial_blocks(gqa, 1, 1, 128, 128, rng_), "broadcast partial blocks", rng_, tunings);
+      check_sparse(spec, gqa, partial_blocks(gqa, 2, 8, 128, 128, rng_), "partial blocks per head (GQA)", rng_, tunings);
+      check_sparse(spec, mha, random_grid(mha, 1, 4, 128, 128, 0.3, rng_), "random grid per head", rng_, tunings);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnfuse
