@@ -3,6 +3,8 @@
 # decode / sparse subsets, CLI checks of every new path against the float64 reference, and the
 # decode / paged / BigBird / documents benchmarks, every log under $OUT. Expects .devcarry/ from
 # bench/make_device_carry.sh. Usage on the device: bench/run_gpu_issue5.sh [tests] [sanitize] [smoke] [bench] [quick]
+# Env: TEST_FILTER (gtest filter), SANITIZER_TOOLS ("memcheck racecheck"), SANITIZER_TIMEOUT and
+# BENCH_TIMEOUT (seconds), so one device call (10 minutes) can hold a chosen subset.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attnfuse-gpu-out}
@@ -16,14 +18,17 @@ A=.devcarry/attnfuse
 
 if want tests; then
   echo "== GPU tests"
-  .devcarry/test_gpu > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?"
+  .devcarry/test_gpu --gtest_filter="${TEST_FILTER:-*}" > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?"
   grep -E '^\[  (PASSED|FAILED)|^\[  FAILED|Failure' "$OUT/gpu_tests.log" | head -30
   grep -E 'compiled .* in' "$OUT/gpu_tests.log" | sed 's/.*compiled //' > "$OUT/cold_compiles.txt"
 fi
+# Small cases of every new path: splits with empty rows, paged with q_offset, documents with
+# int64 per-batch offsets, block-sparse from a classifier and in decode, plus the RoPE subset.
+SANITIZE='CudaRope.SanitizerSubset:CudaDecode.RowsThatKeepNothing:CudaDecode.PagedExplicitQOffsetAppliesToEverySequence:CudaSparse.DocumentsPerBatchAndInt64Offsets:CudaSparse.BlockSparseFromClassifier:CudaSparse.BlockSparseDecode'
 if want sanitize; then
-  for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 .devcarry/test_gpu \
-      --gtest_filter='*Sanitizer*' > "$OUT/sanitizer_$tool.log" 2>&1
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
+    timeout ${SANITIZER_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 .devcarry/test_gpu \
+      --gtest_filter="$SANITIZE" > "$OUT/sanitizer_$tool.log" 2>&1
     echo "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | head -2 | tr '\n' ' ')"
   done
 fi
@@ -76,6 +81,7 @@ fi
 if want bench && [ -f bench/gpu_decode.py ]; then
   echo "== decode / paged / BigBird / documents against peers"
   Q=""; want quick && Q="--quick"
-  python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so --out "$OUT" $Q > "$OUT/gpu_decode.log" 2>&1
-  echo "rc=$?"; tail -60 "$OUT/gpu_decode.log"
+  timeout ${BENCH_TIMEOUT:-3000} python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so --out "$OUT" $Q \
+    > "$OUT/gpu_decode.log" 2>&1
+  echo "rc=$?"; grep -E "attnfuse|sdpa|flex|overhead|density|construction" "$OUT/gpu_decode.log" | cut -c1-150 | tail -70
 fi

@@ -137,6 +137,9 @@ struct TileConfig {
   // CUDA only, the decode variant: the query heads of one GQA group share a tile's rows (row r
   // is head r / Nq of the group, query r % Nq), so each K/V tile is read once per KV head.
   bool pack_gqa = false;
+  // CUDA only: warps sharing the same rows, each taking a slice of every key tile (the narrow
+  // decode tile; 1 elsewhere).
+  int key_warps = 1;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };
 

@@ -25,7 +25,7 @@ TiledAttention tile(const FusedAttention& fused, const CompileOptions& options) 
   t.dtype = options.dtype;
   t.head_dim = d;
   t.tile = tile_sizes(options.target, d, options.dtype, fused.masks, fused.score, fused.modifiers,
-                      fused.norm);
+                      fused.norm, fused.scalars.rope.style == RopeStyle::Gptj);
   t.rope_mode = options.rope_mode;
   return t;
 }

@@ -12,18 +12,18 @@ namespace attnfuse::passes {
 inline constexpr int kCudaMaxHeadDim = 256;
 inline constexpr int kCudaSmemLimit = 227 * 1024;
 
-// Shared memory of the CUDA forward template (attention_fwd.cuh): Q tile + 2 stages of K and V,
+// Shared memory of the CUDA forward template (attention_fwd.cuh): Q tile + `stages` K and V tiles,
 // rows padded by 8 elements, 2-byte elements; kernels that rotate or prune pairs stage their
 // per-pair RoPE tables too (8-byte turn + 4-byte limit per pair). The one formula for both the
 // tile pass's checks and the launch (codegen::cuda::shared_memory_bytes).
 constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim, bool rope_tables = false) {
-  return (t.block_q + 4 * t.block_k) * (head_dim + 8) * 2 + (rope_tables ? (head_dim / 2) * 12 : 0);
+  return (t.block_q + 2 * t.stages * t.block_k) * (head_dim + 8) * 2 + (rope_tables ? (head_dim / 2) * 12 : 0);
 }
 
 // head_dim == 0 means "decided at run time" (CPU only: the CPU kernel takes D as an argument).
 constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSet masks,
                                 ScoreKind score, ModifierChain modifiers = {},
-                                NormKind norm = NormKind::Softmax) {
+                                NormKind norm = NormKind::Softmax, bool gptj = false) {
   TileConfig t;
   if (target == Target::Cpu) {
     // CPU: one task owns block_q query rows and streams K/V tiles of block_k keys past them
@@ -77,9 +77,12 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
   t.block_q = 128;
   t.stages = 2;
   // rope_window's boundary terms plus a per-cell modifier spill at 4 warps too (16 B, gptj
-  // rope_window + alibi + sliding window, fp16, sm_80).
-  const bool spills_at_4_warps =
-      modifiers.has(ModifierKind::AdditiveBias) || (score == ScoreKind::RopeWindow && modifiers.size() > 0);
+  // rope_window + alibi + sliding window, fp16, sm_80). Since the kernel learned documents,
+  // pages and split-KV (issue 5), the in-kernel rotation and rope_window's pair plan spill 8 B
+  // at 4 warps as well (rope fused / rope_window at D = 64, 255 registers): they take the 8-warp
+  // layout with block_k 64 (the bias programs' tile; 163-180 registers, no spill).
+  const bool rotates_or_prunes = score == ScoreKind::Rope || score == ScoreKind::RopeWindow;
+  const bool spills_at_4_warps = modifiers.has(ModifierKind::AdditiveBias) || rotates_or_prunes;
   if (head_dim <= 64 && !spills_at_4_warps) {
     // 4 warps x 32 rows: each K/V fragment read from shared memory feeds two MMA atoms, half the
     // ldmatrix traffic per FLOP of 8 x 16. GPT-2 (D=64) N=4k: causal 190.8 -> 215.5, dense
@@ -92,7 +95,14 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
     // alibi 247.9 vs 223.5) but spills at D = 96 and 128 (168 B at D = 128, 255 registers), so
     // the spill-free 8 x 16 layout stays until the kernel's register use comes down.
     t.num_warps = 8;
-    t.block_k = per_cell_work ? 64 : 128;
+    t.block_k = per_cell_work || (head_dim <= 64 && rotates_or_prunes) ? 64 : 128;
+    // gptj pairs adjacent dims, and its fused rotation spills 8 B at block_k 128 (D = 128, sm_90,
+    // 255 registers) where neox does not: block_k 64 (225 registers).
+    if (score == ScoreKind::Rope && gptj) t.block_k = 64;
+    // All three modifiers at once (alibi + additive_bias + softcap) at D = 128 spill at
+    // block_k 64 since the kernel learned documents, pages and splits (255 registers, 152-200 B);
+    // block_k 32 holds the score tile in 209 registers with no spill.
+    if (modifiers.size() >= 3 && head_dim > 96) t.block_k = 32;
   } else {
     t.num_warps = 8;
     t.block_k = per_cell_work || score == ScoreKind::Rope ? 16 : 32;
@@ -106,23 +116,38 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
 constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mode) {
   const ScoreKind effective =
       mode == RopeMode::Prerotate && spec.score == ScoreKind::Rope ? ScoreKind::ScaledDot : spec.score;
-  return tile_sizes(Target::Cuda, spec.head_dim, spec.dtype, spec.masks, effective, spec.modifiers, spec.norm);
+  return tile_sizes(Target::Cuda, spec.head_dim, spec.dtype, spec.masks, effective, spec.modifiers, spec.norm,
+                    spec.scalars.rope.style == RopeStyle::Gptj);
 }
 
 // The decode variant (runtime::LaunchTuning, Nq <= 16): a GQA group's query heads share the
-// rows of one 64-row tile (4 warps x 16 rows; warps past the real rows only help load), so each
-// K/V tile crosses the memory bus once per KV head, and split-KV spreads the key axis over the
-// SMs. Decode is bound by reading K and V: block_k = 64 keeps the tile at (64 + 4 * 64) rows of
-// shared memory (87 KB at D = 128), two blocks per SM, so two K/V stages per block keep about
-// 64 KB in flight per SM, more than the ~48 KB the 4.2 TB/s of HBM3e needs at ~1.5 µs latency.
-// D = 256 halves block_k to stay in the same shared memory and registers.
-constexpr TileConfig cuda_decode_tile(int head_dim) {
+// rows of one tile, so each K/V tile crosses the memory bus once per KV head, and split-KV
+// spreads the key axis over the SMs. `rows` = group x Nq, the real rows of a tile.
+//  - rows <= 16 (Llama-3 decode: 4 or 8 rows): one 16-row atom shared by 4 warps that each take
+//    a quarter of every 64-key tile (key_warps = 4) and merge at the end. Measured on the H200
+//    (bench/results/2026-12-01-h200-decode/decode_tile_sweep.txt), the 64-row tile with one busy
+//    warp (the others only load) topped out at 2.4 TB/s at B1 / 32k and 3.8 at B32: one warp's
+//    MMA/softmax chain per tile, not memory, set the pace; deeper pipelines (3-6 stages) and
+//    1-2 warp blocks were all slower. 16 rows x 2 stages of 64 keys is 74 KB at D = 128: three
+//    blocks, twelve computing warps per SM.
+//  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
+//  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
+//  - rope_window carries a pair plan one tile ahead, so it keeps two stages (all of these do).
+constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, ScoreKind score = ScoreKind::ScaledDot) {
+  (void)score;
   TileConfig t;
-  t.block_q = 64;
-  t.block_k = head_dim > 128 ? 32 : 64;
   t.num_warps = 4;
-  t.stages = 2;
   t.pack_gqa = true;
+  t.stages = 2;
+  t.block_k = 64;
+  if (rows <= 16) {
+    t.block_q = 16;
+    t.key_warps = 4;
+  } else {
+    t.block_q = 64;
+    t.key_warps = 1;
+    t.block_k = head_dim > 128 ? 32 : 64;
+  }
   return t;
 }
 

@@ -42,7 +42,8 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.norm), 1);
   put(static_cast<uint64_t>(s.tile.block_q), 9);
   put(static_cast<uint64_t>(s.tile.block_k), 9);
-  put(static_cast<uint64_t>(s.tile.num_warps), 5);
+  put(static_cast<uint64_t>(s.tile.num_warps), 4);
+  put(static_cast<uint64_t>(s.tile.key_warps > 1), 1);  // the narrow decode tile
   put(static_cast<uint64_t>(s.tile.stages), 3);
   put(static_cast<uint64_t>(s.dtype), 2);
   put(static_cast<uint64_t>(s.head_dim), 10);
@@ -117,6 +118,24 @@ const std::optional<TileConfig>& tile_override() {
       throw Error(ErrorCode::Unsupported,
                   fmt::format("ATTNFUSE_CUDA_TILE='{}' is not block_q,block_k,num_warps with block_q a "
                               "multiple of 16*num_warps and block_k a multiple of 16", env));
+    return c;
+  }();
+  return t;
+}
+
+// ATTNFUSE_CUDA_DECODE_TILE=block_q,block_k,num_warps,stages replaces the decode variant's tile:
+// the knob of the decode tile sweep (bench/), read once per process.
+const std::optional<TileConfig>& decode_tile_override() {
+  static const std::optional<TileConfig> t = []() -> std::optional<TileConfig> {
+    const char* env = std::getenv("ATTNFUSE_CUDA_DECODE_TILE");
+    if (!env || !*env) return std::nullopt;
+    TileConfig c;
+    c.pack_gqa = true;
+    if (std::sscanf(env, "%d,%d,%d,%d", &c.block_q, &c.block_k, &c.num_warps, &c.stages) != 4 ||
+        c.num_warps <= 0 || c.block_q % (16 * c.num_warps) != 0 || c.block_k % 16 != 0 || c.stages < 2)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("ATTNFUSE_CUDA_DECODE_TILE='{}' is not block_q,block_k,num_warps,stages with block_q "
+                              "a multiple of 16*num_warps, block_k of 16 and stages >= 2", env));
     return c;
   }();
   return t;
@@ -220,19 +239,23 @@ RopeMode CudaKernel::default_mode() const {
   return spec_.rope_mode == RopeMode::Auto ? RopeMode::Fused : spec_.rope_mode;
 }
 
-KernelSpec CudaKernel::resolved(RopeMode mode, bool decode, KvLayout kv) const {
+KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv) const {
   KernelSpec r = spec_;
   r.rope_mode = mode;
   r.kv_layout = kv;
-  if (decode) r.tile = passes::cuda_decode_tile(spec_.head_dim);
+  if (decode_rows > 0) {
+    r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, spec_.score));
+    if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
+  }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   return r;
 }
 
-const LoadedModule& CudaKernel::module(RopeMode mode, bool decode, KvLayout kv) const {
-  auto& slot = variants_[static_cast<int>(mode) + 3 * int{decode} + 6 * static_cast<int>(kv)];
+const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv) const {
+  const int shape = decode_rows <= 0 ? 0 : (decode_rows <= 16 ? 1 : 2);  // prefill, narrow or wide decode tile
+  auto& slot = variants_[static_cast<int>(mode) + 3 * shape + 9 * static_cast<int>(kv)];
   if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
-  const LoadedModule& m = load_module(resolved(mode, decode, kv));
+  const LoadedModule& m = load_module(resolved(mode, shape == 1 ? 16 : (shape == 2 ? 64 : 0), kv));
   slot.store(&m, std::memory_order_release);
   return m;
 }
@@ -297,9 +320,9 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   } else {
     pl.decode = tuning.variant == LaunchTuning::Variant::Auto && packable && c.Nq <= kDecodeMaxQueries;
   }
-  const LoadedModule& m = module(pl.rope_mode, pl.decode, pl.kv_layout);
-  const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
   const int64_t group = pl.decode ? ratio : 1;
+  const LoadedModule& m = module(pl.rope_mode, pl.decode ? group * c.Nq : 0, pl.kv_layout);
+  const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
   int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
@@ -381,7 +404,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
                 "cache or documents keeps in device memory; run it on the CPU or use a static scaling");
 
   const LaunchPlan pl = plan(args, scalars, tuning);
-  const LoadedModule& m = module(pl.rope_mode, pl.decode, pl.kv_layout);
+  const LoadedModule& m = module(pl.rope_mode, pl.decode ? (Hq / Hkv) * Nq : 0, pl.kv_layout);
   const DriverApi& d = driver();
 
   attnfuse_kernels::FwdParams p{};
@@ -402,6 +425,9 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.page_indptr = pk.page_indptr.data();
     p.last_page_len = pk.last_page_len.data();
     p.page_size = static_cast<int>(pk.page_size());
+    p.page_shift = -1;
+    for (int sh = 0; sh < 31; ++sh)
+      if (p.page_size == 1 << sh) p.page_shift = sh;
     p.q_offset_given = args.q_offset.has_value();
   } else {
     p.k = args.k.data;
@@ -590,7 +616,7 @@ const CudaKernel& cuda_kernel(const KernelSpec& requested) {
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kernels.find(key); it != kernels.end()) return *it->second;
   auto kernel = std::make_unique<CudaKernel>(spec);
-  kernel->module(kernel->default_mode(), false, KvLayout::Contiguous);  // compile now: errors surface at the first lookup
+  kernel->module(kernel->default_mode(), 0, KvLayout::Contiguous);  // compile now: errors surface at the first lookup
   const CudaKernel& ref = *kernel;
   kernels.emplace(key, std::move(kernel));
   return ref;

@@ -90,17 +90,19 @@ class CudaKernel {
   const KernelSpec& spec() const { return spec_; }
   // The placement this call would use (the spec's mode unless it is auto).
   RopeMode rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars) const;
-  // The module of one variant: rope placement x decode (GQA-packed tile) x K/V layout.
-  const LoadedModule& module(RopeMode mode, bool decode, KvLayout kv) const;
+  // The module of one variant: rope placement x tile (prefill; decode, GQA-packed, for
+  // decode_rows = group x Nq > 0: narrow up to 16 rows, wide beyond) x K/V layout.
+  const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv) const;
   RopeMode default_mode() const;
-  int registers() const { return module(default_mode(), false, KvLayout::Contiguous).registers; }
-  CUfunction function() const { return module(default_mode(), false, KvLayout::Contiguous).fwd; }
+  int registers() const { return module(default_mode(), 0, KvLayout::Contiguous).registers; }
+  CUfunction function() const { return module(default_mode(), 0, KvLayout::Contiguous).fwd; }
 
  private:
-  KernelSpec resolved(RopeMode mode, bool decode, KvLayout kv) const;
+  KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv) const;
   KernelSpec spec_;
-  // Indexed by RopeMode + 3 * decode + 6 * KvLayout; each compiled on first use.
-  mutable std::atomic<const LoadedModule*> variants_[12];
+  // Indexed by RopeMode + 3 * tile (prefill, narrow / wide decode) + 9 * KvLayout; each
+  // compiled on first use.
+  mutable std::atomic<const LoadedModule*> variants_[18];
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).

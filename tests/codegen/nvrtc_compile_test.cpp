@@ -68,7 +68,7 @@ struct Variant {
   int head_dim;
   int arch;
   RopeMode mode = RopeMode::Auto;
-  bool decode = false;
+  int decode_rows = 0;  // > 0: the decode tile for this many rows (passes::cuda_decode_tile)
   bool paged = false;
 };
 
@@ -85,13 +85,16 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
       for (int d : {64, 96, 128, 256})
         for (int arch : {80, 90}) variants.push_back({p.text, t, d, arch, p.mode});
 
+  // Decode tiles: narrow (16 rows, key-split warps) and wide (64 rows), each contiguous and
+  // paged, plus the paged prefill tile; sm_80 at D = 128 only (the sm_90 build is the same code).
   for (const char* p : kDecodePrograms)
     for (int d : {64, 128, 256})
-      for (bool decode : {false, true})
+      for (int rows : {0, 16, 64})
         for (bool paged : {false, true}) {
-          if (!decode && !paged) continue;  // the prefill contiguous variants are swept above
+          if (rows == 0 && !paged) continue;  // the prefill contiguous variants are swept above
           const DType t = d == 64 ? DType::F16 : DType::BF16;
-          for (int arch : {80, 90}) variants.push_back({p, t, d, arch, RopeMode::Fused, decode, paged});
+          for (int arch : {80, 90})
+            if (arch == 90 || d == 128) variants.push_back({p, t, d, arch, RopeMode::Fused, rows, paged});
         }
 
   // NVRTC is thread-safe: compile two at a time (CI has two cores).
@@ -102,7 +105,7 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
       const Variant& v = variants[i];
       try {
         KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
-        if (v.decode) spec.tile = passes::cuda_decode_tile(v.head_dim);
+        if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, spec.score);
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
@@ -118,19 +121,25 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
   std::string table = "registers per variant (sm_80 / sm_90):\n";
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode={} paged={}", v.program, dtype_name(v.dtype),
-                             v.head_dim, v.arch, rope_mode_name(v.mode), v.decode, v.paged));
+    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={}", v.program, dtype_name(v.dtype),
+                             v.head_dim, v.arch, rope_mode_name(v.mode), v.decode_rows, v.paged));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
     EXPECT_EQ(results[i].spill_bytes, 0) << results[i].log;
-    if (v.arch == 80)
+    if (v.arch == 80 && i + 1 < variants.size() && variants[i + 1].arch == 90)
       table += fmt::format("  {:>4} D={:<3} {:>3} / {:>3}  {}{}{}\n", dtype_name(v.dtype), v.head_dim,
                            results[i].registers, results[i + 1].registers, v.program,
                            v.mode == RopeMode::Auto ? "" : fmt::format("  [{}]", rope_mode_name(v.mode)),
-                           v.decode || v.paged ? fmt::format("  [{}{}]", v.decode ? "decode" : "prefill",
-                                                             v.paged ? ", paged" : "")
-                                               : "");
+                           v.decode_rows || v.paged
+                               ? fmt::format("  [{}{}]", v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
+                                             v.paged ? ", paged" : "")
+                               : "");
+    else if (v.arch == 90 && (i == 0 || variants[i - 1].arch != 80))
+      table += fmt::format("  {:>4} D={:<3}   - / {:>3}  {}  [{}{}]\n", dtype_name(v.dtype), v.head_dim,
+                           results[i].registers, v.program,
+                           v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
+                           v.paged ? ", paged" : "");
   }
   std::cout << table;
   // ATTNFUSE_REGISTER_TABLE=path keeps the table (bench/results/ holds the committed one).

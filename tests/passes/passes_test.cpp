@@ -115,7 +115,9 @@ TEST(TileSizes, CudaChoicesFitTheTemplate) {
     for (ScoreKind sk : {ScoreKind::ScaledDot, ScoreKind::Rope}) {
       const TileConfig t = passes::tile_sizes(Target::Cuda, d, DType::F16, MaskSet{}, sk);
       EXPECT_EQ(t.block_q, 128);
-      EXPECT_EQ(t.num_warps, d <= 64 ? 4 : 8) << d;  // 4 x 32 rows where it does not spill
+      // 4 x 32 rows where it does not spill: plain programs at D <= 64 (the in-kernel rotation
+      // spills there, so rope takes 8 x 16).
+      EXPECT_EQ(t.num_warps, d <= 64 && sk == ScoreKind::ScaledDot ? 4 : 8) << d;
       EXPECT_EQ(t.stages, 2);
       EXPECT_EQ(t.block_q % (16 * t.num_warps), 0);
       EXPECT_EQ(t.block_k % 16, 0);
@@ -131,6 +133,14 @@ TEST(TileSizes, CudaChoicesFitTheTemplate) {
                                NormKind::ReluAttention).block_k, 64);
   EXPECT_EQ(passes::tile_sizes(Target::Cuda, 64, DType::BF16, MaskSet{}, ScoreKind::Rope).block_k, 64);
   EXPECT_EQ(passes::tile_sizes(Target::Cuda, 256, DType::BF16, MaskSet{}, ScoreKind::ScaledDot).block_k, 32);
+  // Spill-driven choices: gptj's fused rotation and all three modifiers at once at D = 128.
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::Rope).block_k, 128);
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::Rope, {}, NormKind::Softmax,
+                               /*gptj=*/true).block_k, 64);
+  ModifierChain three = alibi;
+  three.push(ModifierKind::AdditiveBias);
+  three.push(ModifierKind::Softcap);
+  EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::ScaledDot, three).block_k, 32);
 }
 
 TEST(Tile, TakesTargetDtypeHeadDimAndRejectsBadOnes) {

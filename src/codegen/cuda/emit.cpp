@@ -100,6 +100,8 @@ struct Spec {{
   static constexpr int kBlockM = {bm};
   static constexpr int kBlockN = {bn};
   static constexpr int kWarps = {warps};
+  static constexpr int kStages = {stages};
+  static constexpr int kKeyWarps = {key_warps};
   static constexpr bool kCausal = {causal};
   static constexpr bool kSlidingWindow = {window};
   static constexpr bool kAlibi = {alibi};
@@ -139,7 +141,8 @@ extern "C" __global__ void __launch_bounds__({threads}, 1)
       fmt::arg("paged", spec.kv_layout == KvLayout::Paged),
       fmt::arg("block_sparse", spec.masks.has(MaskKind::BlockSparse)), fmt::arg("pack_gqa", spec.tile.pack_gqa),
       fmt::arg("d", spec.head_dim), fmt::arg("bm", spec.tile.block_q),
-      fmt::arg("bn", spec.tile.block_k), fmt::arg("warps", spec.tile.num_warps),
+      fmt::arg("bn", spec.tile.block_k), fmt::arg("warps", spec.tile.num_warps), fmt::arg("stages", spec.tile.stages),
+      fmt::arg("key_warps", spec.tile.key_warps),
       fmt::arg("causal", spec.masks.has(MaskKind::Causal)),
       fmt::arg("window", spec.masks.has(MaskKind::SlidingWindow)),
       fmt::arg("alibi", mods.has(ModifierKind::Alibi)), fmt::arg("bias", mods.has(ModifierKind::AdditiveBias)), fmt::arg("has_mods", mods.size() > 0),

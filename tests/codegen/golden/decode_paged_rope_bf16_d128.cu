@@ -9,9 +9,11 @@ namespace attnfuse_kernels {
 struct Spec {
   using Element = bf16_t;
   static constexpr int kHeadDim = 128;
-  static constexpr int kBlockM = 64;
+  static constexpr int kBlockM = 16;
   static constexpr int kBlockN = 64;
   static constexpr int kWarps = 4;
+  static constexpr int kStages = 2;
+  static constexpr int kKeyWarps = 4;
   static constexpr bool kCausal = true;
   static constexpr bool kSlidingWindow = false;
   static constexpr bool kAlibi = false;

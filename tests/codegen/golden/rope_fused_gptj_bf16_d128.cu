@@ -10,8 +10,10 @@ struct Spec {
   using Element = bf16_t;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = 128;
+  static constexpr int kBlockN = 64;
   static constexpr int kWarps = 8;
+  static constexpr int kStages = 2;
+  static constexpr int kKeyWarps = 1;
   static constexpr bool kCausal = true;
   static constexpr bool kSlidingWindow = false;
   static constexpr bool kAlibi = false;

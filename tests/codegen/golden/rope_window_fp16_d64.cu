@@ -11,7 +11,9 @@ struct Spec {
   static constexpr int kHeadDim = 64;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 64;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = 8;
+  static constexpr int kStages = 2;
+  static constexpr int kKeyWarps = 1;
   static constexpr bool kCausal = true;
   static constexpr bool kSlidingWindow = false;
   static constexpr bool kAlibi = false;
@@ -38,7 +40,7 @@ struct Spec {
 
 }  // namespace attnfuse_kernels
 
-extern "C" __global__ void __launch_bounds__(128, 1)
+extern "C" __global__ void __launch_bounds__(256, 1)
 attnfuse_fwd(const __grid_constant__ attnfuse_kernels::FwdParams p) {
   extern __shared__ __align__(16) char smem[];
   attnfuse_kernels::FwdKernel<attnfuse_kernels::Spec>::run(p, smem);

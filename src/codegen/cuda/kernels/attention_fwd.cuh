@@ -1,5 +1,5 @@
 // The fused forward attention kernel for sm_80 and newer (mma.sync m16n8k16, ldmatrix,
-// cp.async double buffering, online softmax in the exp2 domain). It is a template over a Spec
+// a cp.async K/V pipeline of Spec::kStages stages, online softmax in the exp2 domain). It is a template over a Spec
 // that codegen emits: the Spec carries the structure (element type, head dim, tile shape, which
 // masks, which normalization) as constants and the score modifiers as one small hook body.
 // RoPE (rope.cuh) enters at three points: Q and K tiles rotated in shared memory (fused
@@ -42,11 +42,19 @@ struct FwdKernel {
   static constexpr int kBN = Spec::kBlockN;
   static constexpr int kWarps = Spec::kWarps;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kAtoms = kBM / (16 * kWarps);  // 16-row MMA atoms per warp
+  // Warps split the tile's rows (kRowWarps of them) and, in the narrow decode tile, its keys too:
+  // kKeyWarps warps share the same 16 rows, each taking a kBN / kKeyWarps slice of every key
+  // tile with its own softmax state, merged through shared memory at the end (a decode tile has
+  // a handful of real rows, so without the key split one warp would do all the math).
+  static constexpr int kKeyWarps = Spec::kKeyWarps;
+  static constexpr int kRowWarps = kWarps / kKeyWarps;
+  static constexpr int kBNW = kBN / kKeyWarps;  // keys per warp per tile
+  static constexpr int kAtoms = kBM / (16 * kRowWarps);  // 16-row MMA atoms per warp
   static constexpr int kStride = kD + 8;  // smem row pitch (elements): +16 B spreads ldmatrix rows over banks
   static constexpr int kDT = kD / 8;      // 8-wide tiles along D
-  static constexpr int kNT = kBN / 8;     // 8-wide tiles along the key block
-  static_assert(kBM % (16 * kWarps) == 0, "block_m must be a multiple of 16 * warps");
+  static constexpr int kNT = kBNW / 8;    // 8-wide tiles along the warp's keys
+  static_assert(kWarps % kKeyWarps == 0 && kBM % (16 * kRowWarps) == 0, "block_m must be a multiple of 16 * row warps");
+  static_assert(kBNW % 16 == 0, "each warp's key slice must be a multiple of 16");
   static_assert(kD % 16 == 0 && kBN % 16 == 0, "head dim and block_n must be multiples of 16");
 
   // Plain softmax programs keep raw q.k in the score tile and fold the scale into exp2's FFMA.
@@ -76,7 +84,13 @@ struct FwdKernel {
 
   static constexpr int kTableBytes = kTables ? RopeTableBytes<kD / 2>::value : 0;
 
-  static constexpr int smem_bytes() { return (kBM + 4 * kBN) * kStride * 2 + kTableBytes; }
+  // K/V pipeline depth: tile it is computed while tiles it+1 .. it+kStages-1 load. rope_window
+  // carries each tile's pair plan from the step that loads it to the step that uses it, which
+  // holds one plan ahead: two stages.
+  static constexpr int kStages = Spec::kStages;
+  static_assert(kStages >= 2 && (!kPairWindow || kStages == 2), "rope_window pipelines two K/V stages");
+
+  static constexpr int smem_bytes() { return (kBM + 2 * kStages * kBN) * kStride * 2 + kTableBytes; }
 
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
   // when the block is full) and the block's origin.
@@ -104,6 +118,24 @@ struct FwdKernel {
   static __device__ __forceinline__ void load_kv(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
                                                  int nb, u32 need8) {
     const int n0 = nb * kBN;
+    if constexpr (Spec::kPagedKV) {
+      // One page-table lookup per row serves its K and V chunks (the lookup and the in-page row
+      // are the costly part of paged addressing, the copies are the same as contiguous ones).
+      constexpr int kChunks = kD / 8;
+      for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads) {
+        const int r = c / kChunks, ch = c % kChunks;
+        const int j = n0 + r;
+        af_i64 ko = 0, vo = 0;
+        const bool in = j < w.len_k;
+        if (in) w.page_offsets(p, j, ko, vo);
+        const bool kin = in && ((need8 >> ch) & 1u);
+        cp_async_16(smem_addr(k_dst + r * kStride + ch * 8),
+                    kin ? static_cast<const void*>(static_cast<const Element*>(p.k) + ko + ch * 8) : p.k, kin ? 16 : 0);
+        cp_async_16(smem_addr(v_dst + r * kStride + ch * 8),
+                    in ? static_cast<const void*>(static_cast<const Element*>(p.v) + vo + ch * 8) : p.v, in ? 16 : 0);
+      }
+      return;
+    }
     load_tile<kBN>(k_dst, p.k, [&](int r) { return n0 + r < w.len_k ? w.k_row(p, n0 + r) : nullptr; }, need8);
     load_tile<kBN>(v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
   }
@@ -157,7 +189,7 @@ struct FwdKernel {
   static __device__ __forceinline__ void add_boundary_terms(const W& w, const RopeTables& rt,
                                                             float (&acc_s)[kAtoms][kNT][4],
                                                             const Plan& plan, const Element* sQ,
-                                                            const Element* k_tile, int n0, int warp,
+                                                            const Element* k_tile, int n0, int warp, int kn,
                                                             int g, int t) {
     // Δ of accumulator row (a, hf), column n*8 + 2t + e is d0[a][hf] - 8n - e.
     int d0[kAtoms][2];
@@ -167,7 +199,7 @@ struct FwdKernel {
       for (int hf = 0; hf < 2; ++hf) {
         int i, h;
         w.row_of(acc_row(w, warp, a, g, hf), i, h);
-        d0[a][hf] = i + w.q_offset - n0 - 2 * t;
+        d0[a][hf] = i + w.q_offset - n0 - kn - 2 * t;
       }
 #pragma unroll
     for (int wd = 0; wd < (kD / 2 + 31) / 32; ++wd) {
@@ -189,7 +221,7 @@ struct FwdKernel {
         for (int n = 0; n < kNT; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const Element* krow = k_tile + (n * 8 + 2 * t + e) * kStride;
+            const Element* krow = k_tile + (kn + n * 8 + 2 * t + e) * kStride;
             const float ka = Traits::to_float(krow[da].bits), kb = Traits::to_float(krow[db].bits);
 #pragma unroll
             for (int a = 0; a < kAtoms; ++a)
@@ -210,7 +242,7 @@ struct FwdKernel {
                                                          float (&acc_s)[kAtoms][kNT][4],
                                                          float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
                                                          float (&row_l)[kAtoms][2], int n0, int warp,
-                                                         int g, int t, float slope) {
+                                                         int kn, int g, int t, float slope) {
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
 #pragma unroll
@@ -230,7 +262,7 @@ struct FwdKernel {
         for (int n = 0; n < kNT; ++n) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int j = n0 + n * 8 + 2 * t + e;
+            const int j = n0 + kn + n * 8 + 2 * t + e;
             float s = acc_s[a][n][2 * hf + e];
             if constexpr (Spec::kHasModifiers || Spec::kRelu) {
               CellCtx c{w.b, h, i, j, w.len_k, qpos - j, slope, bias_row};
@@ -290,28 +322,29 @@ struct FwdKernel {
     }
   }
 
-  // One key tile (iteration it of the block's list): wait for it, prefetch the next one into the
-  // other stage, S = Q K^T, scores -> probabilities, O += P V. A template on kMask so that the
+  // One key tile (iteration it of the block's list): wait for it, prefetch the tile kStages - 1
+  // ahead into the stage computed last, S = Q K^T, scores -> probabilities, O += P V. A template on kMask so that the
   // steps over tiles wholly inside the masks are straight-line code with no per-cell check (the
   // scheduler can then hoist the V fragment loads over the softmax).
   template <bool kMask, int kLevel>
   static __device__ __forceinline__ void step(const FwdParams& p, const W& w, const RopeTables& rt, int it,
                                               const Element* sQ, Element* sK, Element* sV, bool warp_active,
-                                              int warp, int lane, int g, int t, float slope,
+                                              int warp, int kn, int lane, int g, int t, float slope,
                                               Plan& plan, float (&acc_o)[kAtoms][kDT][4],
                                               float (&row_m)[kAtoms][2], float (&row_l)[kAtoms][2]) {
-    const int stage = (it - w.it_begin) & 1;
+    const int rel = it - w.it_begin;
+    const int stage = rel % kStages;
     const int nb = w.tile(p, it);
-    cp_async_wait<0>();
-    __syncthreads();  // tile nb is in smem, and every warp is done with the other stage
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile nb is in smem, and every warp is done with the stage loaded next
     Plan next = plan;
-    if (it + 1 < w.it_end) {
-      const int nb_next = w.tile(p, it + 1);
+    if (it + kStages - 1 < w.it_end) {
+      const int nb_next = w.tile(p, it + kStages - 1);
+      const int to = (rel + kStages - 1) % kStages;
       if constexpr (kPairWindow) next = plan_of(w, rt, nb_next);
-      load_kv(p, w, sK + (stage ^ 1) * kBN * kStride, sV + (stage ^ 1) * kBN * kStride, nb_next,
-              kPairWindow ? next.need8 : 0xffffffffu);
+      load_kv(p, w, sK + to * kBN * kStride, sV + to * kBN * kStride, nb_next, kPairWindow ? next.need8 : 0xffffffffu);
     }
-    cp_async_commit();
+    cp_async_commit();  // one group per step, empty or not, so the wait count above holds
     Element* k_tile = sK + stage * kBN * kStride;
     const Element* v_tile = sV + stage * kBN * kStride;
     const int n0 = nb * kBN;
@@ -343,7 +376,7 @@ struct FwdKernel {
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         u32 kb[4];
-        const int row = np * 16 + (lane & 7) + (lane >> 4) * 8;
+        const int row = kn + np * 16 + (lane & 7) + (lane >> 4) * 8;
         ldmatrix_x4(kb, smem_addr(k_tile + row * kStride + kk * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
@@ -355,18 +388,18 @@ struct FwdKernel {
 
     if constexpr (kPairWindow) {
       if (plan.boundary[0] | plan.boundary[1] | plan.boundary[2] | plan.boundary[3])
-        add_boundary_terms(w, rt, acc_s, plan, sQ, k_tile, n0, warp, g, t);
+        add_boundary_terms(w, rt, acc_s, plan, sQ, k_tile, n0, warp, kn, g, t);
       plan = next;
     }
 
     // Scores -> probabilities (per-cell mask checks only in kMask steps).
     BlockCells cells{nullptr, 0, 0};
     if constexpr (Spec::kBlockSparse && kMask) cells = {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
-    scores_to_probs<kMask>(p, w, cells, acc_s, acc_o, row_m, row_l, n0, warp, g, t, slope);
+    scores_to_probs<kMask>(p, w, cells, acc_s, acc_o, row_m, row_l, n0, warp, kn, g, t, slope);
 
     // O += P V: the S accumulators are already laid out as the A operand of the next MMA.
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
+    for (int kk = 0; kk < kBNW / 16; ++kk) {
       u32 pa[kAtoms][4];
 #pragma unroll
       for (int a = 0; a < kAtoms; ++a) {
@@ -378,7 +411,7 @@ struct FwdKernel {
 #pragma unroll
       for (int dp = 0; dp < kDT / 2; ++dp) {
         u32 vb[4];
-        const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        const int row = kn + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
         ldmatrix_x4_trans(vb, smem_addr(v_tile + row * kStride + dp * 16 + (lane >> 4) * 8));
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
@@ -389,9 +422,9 @@ struct FwdKernel {
     }
   }
 
-  // Epilogue: normalise and write O (and LSE) of this thread's rows; rows with no kept key give
-  // O = 0, LSE = -inf. With split-KV the rows go to the fp32 partial buffers instead (always
-  // with their LSE) for the combine kernel.
+  // Epilogue: normalise and write O (and LSE) of this thread's rows (row_l already summed over
+  // the quad); rows with no kept key give O = 0, LSE = -inf. With split-KV the rows go to the
+  // fp32 partial buffers instead (always with their LSE) for the combine kernel.
   static __device__ __forceinline__ void write_rows(const FwdParams& p, const W& w, int warp, int g, int t,
                                                     float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
                                                     float (&row_l)[kAtoms][2]) {
@@ -400,7 +433,7 @@ struct FwdKernel {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = acc_row(w, warp, a, g, hf);
-        const float l = quad_sum(row_l[a][hf]);
+        const float l = row_l[a][hf];
         const float inv = l > 0.f ? 1.f / l : 0.f;
         if (r >= w.rows) continue;
         int i, h;
@@ -429,19 +462,80 @@ struct FwdKernel {
     }
   }
 
+  // Narrow decode tile: merge the kKeyWarps warps' softmax states of the same rows (each saw
+  // its own slice of every key tile) into warp 0's registers, through shared memory `scratch`
+  // (the K/V stages, free once the loop is done). row_l arrives summed over the quad.
+  static constexpr int kMergeBytes = kKeyWarps * kAtoms * 16 * (2 + kD) * 4;
+  static __device__ __forceinline__ void merge_key_warps(char* scratch, int warp, int g, int t,
+                                                         float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
+                                                         float (&row_l)[kAtoms][2]) {
+    constexpr int R = kAtoms * 16;
+    float* sm = reinterpret_cast<float*>(scratch);
+    float* sl = sm + kKeyWarps * R;
+    float* so = sl + kKeyWarps * R;
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int row = a * 16 + g + hf * 8;
+        if (t == 0) {
+          sm[warp * R + row] = row_m[a][hf];
+          sl[warp * R + row] = row_l[a][hf];
+        }
+        float2* orow = reinterpret_cast<float2*>(so + (warp * R + row) * kD);
+#pragma unroll
+        for (int d = 0; d < kDT; ++d) orow[d * 4 + t] = make_float2(acc_o[a][d][2 * hf], acc_o[a][d][2 * hf + 1]);
+      }
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int row = a * 16 + g + hf * 8;
+        float m = neg_inf();
+#pragma unroll
+        for (int k = 0; k < kKeyWarps; ++k) m = fmaxf(m, sm[k * R + row]);
+        const float m_use = m == neg_inf() ? 0.f : m;
+        float l = 0.f, scale[kKeyWarps];
+#pragma unroll
+        for (int k = 0; k < kKeyWarps; ++k) {
+          // ReLU keeps plain sums; softmax rescales each warp's state to the common maximum.
+          scale[k] = Spec::kRelu ? 1.f : fast_exp2(sm[k * R + row] - m_use);
+          l += scale[k] * sl[k * R + row];
+        }
+        row_m[a][hf] = m;
+        row_l[a][hf] = l;
+#pragma unroll
+        for (int d = 0; d < kDT; ++d) {
+          float x = 0.f, y = 0.f;
+#pragma unroll
+          for (int k = 0; k < kKeyWarps; ++k) {
+            const float2 v = reinterpret_cast<const float2*>(so + (k * R + row) * kD)[d * 4 + t];
+            x += scale[k] * v.x;
+            y += scale[k] * v.y;
+          }
+          acc_o[a][d][2 * hf] = x;
+          acc_o[a][d][2 * hf + 1] = y;
+        }
+      }
+  }
+
   static __device__ void run(const FwdParams& p, char* smem_raw) {
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
-    Element* sK = sQ + kBM * kStride;  // 2 stages
-    Element* sV = sK + 2 * kBN * kStride;
+    Element* sK = sQ + kBM * kStride;  // kStages stages
+    Element* sV = sK + kStages * kBN * kStride;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
     RopeTables rt{};
     if constexpr (kTables) {
-      rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + 2 * kBN * kStride));
+      rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + kStages * kBN * kStride));
       __syncthreads();  // the pair plan below reads the staged limits
     }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3;
+    const int warp = warp_id % kRowWarps;         // the warp's rows: warp * 16 * kAtoms ...
+    const int kn = (warp_id / kRowWarps) * kBNW;  // its keys in each tile: kn .. kn + kBNW - 1
     // Decode tiles hold few real rows (a GQA group x Nq): warps past them skip the math.
     const bool warp_active = !W::kPack || w.m0 + warp * 16 * kAtoms < w.rows;
 
@@ -465,6 +559,12 @@ struct FwdKernel {
     load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
     if (any) load_kv(p, w, sK, sV, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu);
     cp_async_commit();
+#pragma unroll
+    for (int s = 1; s < kStages - 1; ++s) {  // the rest of the pipeline's first tiles, a group each
+      if (w.it_begin + s < w.it_end)
+        load_kv(p, w, sK + s * kBN * kStride, sV + s * kBN * kStride, w.tile(p, w.it_begin + s), 0xffffffffu);
+      cp_async_commit();
+    }
     if constexpr (kRotate) {
       // Q is rotated once per query tile, each row to its query's position (the first step's
       // barrier publishes it).
@@ -488,16 +588,24 @@ struct FwdKernel {
         // rope_window: tiles far from the diagonal drop whole groups of high-frequency pairs;
         // each level is its own straight-line instantiation of the step.
         auto interior = [&](auto level) {
-          step<false, decltype(level)::value>(p, w, rt, it, sQ, sK, sV, warp_active, warp, lane, g, t, slope, plan,
+          step<false, decltype(level)::value>(p, w, rt, it, sQ, sK, sV, warp_active, warp, kn, lane, g, t, slope, plan,
                                               acc_o, row_m, row_l);
         };
         if (kPruneLevel > 0 && plan.level >= kPruneLevel) interior(Level<kPruneLevel>{});
         else interior(Level<0>{});
       } else {
-        step<true, 0>(p, w, rt, it, sQ, sK, sV, warp_active, warp, lane, g, t, slope, plan, acc_o, row_m, row_l);
+        step<true, 0>(p, w, rt, it, sQ, sK, sV, warp_active, warp, kn, lane, g, t, slope, plan, acc_o, row_m, row_l);
       }
     }
     cp_async_wait<0>();
+#pragma unroll
+    for (int a = 0; a < kAtoms; ++a) row_l[a][0] = quad_sum(row_l[a][0]), row_l[a][1] = quad_sum(row_l[a][1]);
+    if constexpr (kKeyWarps > 1) {
+      static_assert(kMergeBytes <= 2 * kStages * kBN * kStride * 2, "the key-warp merge must fit the K/V stages");
+      __syncthreads();  // every warp is done with the K/V stages the merge reuses
+      merge_key_warps(reinterpret_cast<char*>(sK), warp_id, g, t, acc_o, row_m, row_l);
+      if (warp_id != 0) return;
+    }
     if (warp_active) write_rows(p, w, warp, g, t, acc_o, row_m, row_l);
   }
 };

@@ -15,36 +15,60 @@ namespace attnfuse_kernels {
 template <class Element, int kDv>
 struct CombineKernel {
   static constexpr int kPerLane = (kDv + 31) / 32;  // dims per lane (2, 3, 4 or 8)
+  static constexpr int kWarps = 4;                   // rows per block (kCombineThreads / 32)
+  static constexpr int kMaxSplits = 128;             // passes::kMaxSplits
+  static constexpr int kUnroll = 8;                  // splits whose rows load at once
 
   static __device__ void run(const CombineParams& p) {
-    const int lane = threadIdx.x & 31;
-    const af_i64 row = (af_i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    __shared__ float weight[kWarps][kMaxSplits];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
+    const af_i64 row = (af_i64)blockIdx.x * kWarps + wid;
     if (row >= p.rows) return;
     const int i = (int)(row % p.len_q);
     const af_i64 bh = row / p.len_q;
     const int h = (int)(bh % p.heads_q);
     const af_i64 b = bh / p.heads_q;
+    const float ninf = __int_as_float(0xff800000u);
 
-    // Pass 1: the largest LSE (lanes stride over the splits, then a warp max).
-    float m = __int_as_float(0xff800000u);
+    // The weights, lanes over the splits: the largest LSE, then exp(L_s - max) normalised by
+    // their sum (one warp reduction each), parked in shared memory for the row pass.
+    float m = ninf;
     for (int s = lane; s < p.num_splits; s += 32) m = fmaxf(m, p.part_lse[s * p.rows + row]);
 #pragma unroll
     for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+    for (int s = lane; s < p.num_splits; s += 32) {
+      const float l = p.part_lse[s * p.rows + row];
+      const float w = (m == ninf || l == ninf) ? 0.f : __expf(l - m);
+      weight[wid][s] = w;
+      sum += w;
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    __syncwarp();
 
+    // The row pass: kUnroll splits' rows load together (independent loads in flight instead of
+    // one latency per split), then accumulate.
     float acc[kPerLane];
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
-    float sum = 0.f;
-    if (m != __int_as_float(0xff800000u)) {
-      for (int s = 0; s < p.num_splits; ++s) {
-        const float l = p.part_lse[s * p.rows + row];
-        if (l == __int_as_float(0xff800000u)) continue;
-        const float w = __expf(l - m);
-        sum += w;
-        const float* src = p.part_o + (s * p.rows + row) * kDv;
+    if (sum > 0.f) {
+      for (int s0 = 0; s0 < p.num_splits; s0 += kUnroll) {
+        float v[kUnroll][kPerLane];
 #pragma unroll
-        for (int k = 0; k < kPerLane; ++k)
-          if (lane + 32 * k < kDv) acc[k] += w * src[lane + 32 * k];
+        for (int u = 0; u < kUnroll; ++u) {
+          const int s = s0 + u < p.num_splits ? s0 + u : s0;
+          const float* src = p.part_o + (s * p.rows + row) * kDv;
+#pragma unroll
+          for (int k = 0; k < kPerLane; ++k) v[u][k] = lane + 32 * k < kDv ? src[lane + 32 * k] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const float w = s0 + u < p.num_splits ? weight[wid][s0 + u] : 0.f;
+          if (w == 0.f) continue;  // an empty split's row holds zeros, but skip it anyway
+#pragma unroll
+          for (int k = 0; k < kPerLane; ++k) acc[k] += w * v[u][k];
+        }
       }
     }
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
@@ -52,8 +76,7 @@ struct CombineKernel {
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k)
       if (lane + 32 * k < kDv) dst[lane + 32 * k].bits = (u16)(ElementTraits<Element>::pack(acc[k] * inv, 0.f) & 0xffffu);
-    if (p.lse && lane == 0)
-      p.lse[b * p.lse_stride[0] + h * p.lse_stride[1] + i] = sum > 0.f ? m + logf(sum) : __int_as_float(0xff800000u);
+    if (p.lse && lane == 0) p.lse[b * p.lse_stride[0] + h * p.lse_stride[1] + i] = sum > 0.f ? m + logf(sum) : ninf;
   }
 };
 

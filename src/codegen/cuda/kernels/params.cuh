@@ -71,6 +71,7 @@ struct FwdParams {
   const int* page_indptr;
   const int* last_page_len;
   int page_size;
+  int page_shift;      // log2(page_size) when it is a power of two, else -1
   int q_offset_given;
   af_i64 page_stride_k[3];
   af_i64 page_stride_v[3];

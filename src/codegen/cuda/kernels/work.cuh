@@ -50,6 +50,7 @@ struct Work {
   int bs_entry0;        // block sparse: CSR entry of the row's first active block
   int bs_sub;           // kernel key tiles per mask block
   int bs_q0;            // first query of the mask block
+  const int* pages;     // paged: this sequence's entries of page_indices
 
   __device__ __forceinline__ int group(const FwdParams& p) const { return kPack ? p.head_ratio : 1; }
 
@@ -155,8 +156,9 @@ struct Work {
       slot = slots - 1 - slot;
     }
     if constexpr (Spec::kPagedKV) {
-      const int first_page = p.page_indptr[b], pages = p.page_indptr[b + 1] - first_page;
-      len_k = pages > 0 ? (pages - 1) * p.page_size + p.last_page_len[b] : 0;
+      const int first_page = p.page_indptr[b], num_pages = p.page_indptr[b + 1] - first_page;
+      pages = p.page_indices + first_page;
+      len_k = num_pages > 0 ? (num_pages - 1) * p.page_size + p.last_page_len[b] : 0;
       q_offset = p.q_offset_given ? (int)p.q_offset : len_k - len_q;
     }
     rows = G * len_q;
@@ -201,20 +203,27 @@ struct Work {
     row_of(r, i, h);
     return static_cast<const Element*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1] + (q_row0 + i) * p.q_stride[2];
   }
-  __device__ __forceinline__ const Element* k_row(const FwdParams& p, int j) const {
-    if constexpr (Spec::kPagedKV) {
-      const int page = p.page_indices[p.page_indptr[b] + j / p.page_size];
-      return static_cast<const Element*>(p.k) + page * p.page_stride_k[0] + hk * p.page_stride_k[1] +
-             (af_i64)(j % p.page_size) * p.page_stride_k[2];
+  // Paged: element offsets of key j's K and V rows in the page tensors. Page sizes that are
+  // powers of two (the usual 1, 16, 32, 64...) divide by a shift.
+  __device__ __forceinline__ void page_offsets(const FwdParams& p, int j, af_i64& k_off, af_i64& v_off) const {
+    int slot, row;
+    if (p.page_shift >= 0) {
+      slot = j >> p.page_shift;
+      row = j & (p.page_size - 1);
+    } else {
+      slot = j / p.page_size;
+      row = j - slot * p.page_size;
     }
+    const af_i64 page = pages[slot];
+    k_off = page * p.page_stride_k[0] + hk * p.page_stride_k[1] + (af_i64)row * p.page_stride_k[2];
+    v_off = page * p.page_stride_v[0] + hk * p.page_stride_v[1] + (af_i64)row * p.page_stride_v[2];
+  }
+
+  // Contiguous K / V rows (paged caches go through page_offsets in FwdKernel::load_kv).
+  __device__ __forceinline__ const Element* k_row(const FwdParams& p, int j) const {
     return static_cast<const Element*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1] + (k_row0 + j) * p.k_stride[2];
   }
   __device__ __forceinline__ const Element* v_row(const FwdParams& p, int j) const {
-    if constexpr (Spec::kPagedKV) {
-      const int page = p.page_indices[p.page_indptr[b] + j / p.page_size];
-      return static_cast<const Element*>(p.v) + page * p.page_stride_v[0] + hk * p.page_stride_v[1] +
-             (af_i64)(j % p.page_size) * p.page_stride_v[2];
-    }
     return static_cast<const Element*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1] + (k_row0 + j) * p.v_stride[2];
   }
 };
