@@ -45,19 +45,7 @@ using runtime::LaunchTuning;
 using Variant = LaunchTuning::Variant;
 using Layout = PagedKV::Layout;
 
-class CudaDecode : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!runtime::cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-    seed_ = test::fresh_seed();
-    rng_.seed(seed_);
-  }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
-
-#define TRACE_SEED() SCOPED_TRACE("seed " + std::to_string(seed_))
+class CudaDecode : public gpu_test::SeededCudaTest {};
 
 const char* kCausal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
 

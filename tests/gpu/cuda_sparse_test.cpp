@@ -43,19 +43,7 @@ using runtime::LaunchPlan;
 using runtime::LaunchTuning;
 using Variant = LaunchTuning::Variant;
 
-class CudaSparse : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!runtime::cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-    seed_ = test::fresh_seed();
-    rng_.seed(seed_);
-  }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
-
-#define TRACE_SEED() SCOPED_TRACE("seed " + std::to_string(seed_))
+class CudaSparse : public gpu_test::SeededCudaTest {};
 
 const std::vector<LaunchTuning> kTunings = {LaunchTuning{0}, LaunchTuning{1}, LaunchTuning{3}};
 

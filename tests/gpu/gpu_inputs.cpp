@@ -12,6 +12,8 @@
 
 #include "attnfuse/program.hpp"
 #include "common/dtype.hpp"
+#include "common/tensors.hpp"
+#include "runtime/cuda_driver.hpp"
 
 namespace attnfuse::gpu_test {
 
@@ -306,6 +308,13 @@ PagedInputs make_paged(DType dtype, PagedKV::Layout layout, const std::vector<in
   p.device.page_indptr = {static_cast<const int32_t*>(p.dindptr.get()), p.indptr.size()};
   p.device.last_page_len = {static_cast<const int32_t*>(p.dlast.get()), p.last.size()};
   return p;
+}
+
+void SeededCudaTest::SetUp() {
+  std::string why;
+  if (!runtime::cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  seed_ = test::fresh_seed();
+  rng_.seed(seed_);
 }
 
 }  // namespace attnfuse::gpu_test

@@ -112,4 +112,15 @@ PagedInputs make_paged(DType dtype, PagedKV::Layout layout, const std::vector<in
 
 const char* layout_name(PagedKV::Layout l);
 
+// The fixture of the decode and sparse suites: skips without a CUDA device, and draws a fresh
+// seed per test (printed by TRACE_SEED() so a failure can be replayed).
+class SeededCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
 }  // namespace attnfuse::gpu_test
+
+#define TRACE_SEED() SCOPED_TRACE("seed " + std::to_string(seed_))
