@@ -74,6 +74,19 @@ struct PagedKV {
   }
 };
 
+// RoPE cos/sin tables supplied by the caller, used instead of the ones the program's RoPE
+// parameters give (e.g. a model's own precomputed position embeddings): cos[p * pairs + r] and
+// sin[p * pairs + r] rotate pair r at position p, fp32, [positions, pairs] contiguous, pairs =
+// rotary_dim / 2, taken as given (include any attention factor). Every position the call rotates
+// must be in [0, positions). rope_window still takes its wavelengths, hence its windows, from
+// the program's parameters. Host memory; the CPU backend only (CUDA: Error(Unsupported)).
+struct RopeTablesView {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int64_t positions = 0;
+  int64_t pairs = 0;
+};
+
 // One attention call. Q [B,Hq,Nq,D], K [B,Hkv,Nk,D], V [B,Hkv,Nk,Dv], out [B,Hq,Nq,Dv].
 struct AttentionArgs {
   TensorView q, k, v, out;
@@ -95,6 +108,8 @@ struct AttentionArgs {
   // (offsets ending at Nk) are Error(Unsupported) with a paged cache. On CUDA the three index
   // arrays are device memory (IndexMemory::Device).
   std::optional<PagedKV> paged;
+  // rope / rope_window: the caller's cos/sin tables instead of computed ones (see RopeTablesView).
+  std::optional<RopeTablesView> rope_tables;
 
   // Without a paged cache: Nk - Nq unless given. With one, see PagedKV (per sequence).
   int64_t resolved_q_offset() const { return q_offset ? *q_offset : k.shape[2] - q.shape[2]; }

@@ -58,6 +58,11 @@ RopePlan make_rope_plan(const RopeParams& params, int64_t D, int64_t seq_len, bo
 }
 
 void RopePlan::angles(const PositionTable& t, int64_t p, float* c, float* s) const {
+  if (user_cos) {
+    std::copy_n(user_cos + p * half, half, c);
+    std::copy_n(user_sin + p * half, half, s);
+    return;
+  }
   const int64_t rel = p - t.p0;
   const float* cc = t.cos.data() + (rel / kRopeFine) * half;
   const float* cs = t.sin.data() + (rel / kRopeFine) * half;
@@ -75,6 +80,18 @@ void RopePlan::rotate_row(const PositionTable& t, int64_t p, float* x, int first
   // Started at a multiple of 16 pairs so the loop runs whole vectors (rotating a few pairs
   // nobody reads costs less than a scalar remainder loop).
   const int r0 = first_pair & ~15;
+  if (user_cos) {  // the caller's tables: one row per position
+    const float* c = user_cos + p * h;
+    const float* sn = user_sin + p * h;
+    for (int r = r0; r < h; ++r) {
+      float* pa = style == RopeStyle::Neox ? x + r : x + 2 * r;
+      float* pb = style == RopeStyle::Neox ? x + r + h : x + 2 * r + 1;
+      const float a = *pa, b = *pb;
+      *pa = a * c[r] - b * sn[r];
+      *pb = b * c[r] + a * sn[r];
+    }
+    return;
+  }
   const int64_t rel = p - t.p0;
   const float* __restrict cc = t.cos.data() + (rel / kRopeFine) * h;
   const float* __restrict cs = t.sin.data() + (rel / kRopeFine) * h;

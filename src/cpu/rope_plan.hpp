@@ -33,6 +33,10 @@ struct RopePlan {
   // rope_window: pair r keeps the cells with |Δ| <= limits[r] (rope::window_limits); empty for
   // plain rope.
   std::vector<int64_t> limits;
+  // Caller-supplied tables (AttentionArgs::rope_tables): when set, position p's cos/sin are read
+  // from row p ([positions][half]) instead of composed from the tables above.
+  const float* user_cos = nullptr;
+  const float* user_sin = nullptr;
 
   bool windowed() const { return !limits.empty(); }
 

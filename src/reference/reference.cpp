@@ -32,6 +32,7 @@ struct Dims {
   rope::RopeFrequencies freqs;    // θ_r after scaling, at rope_seq_len, and the attention factor
   std::vector<float> inv_freq_f;  // the naive form's fp32 θ_r (Hugging Face keeps inv_freq in fp32)
   std::vector<int64_t> limits;    // rope_window: pair r is kept where |Δ| <= limits[r]
+  const RopeTablesView* tables = nullptr;  // the caller's cos/sin tables, if given
 };
 
 [[noreturn]] void shape_error(const std::string& msg) { throw Error(ErrorCode::Shape, msg); }
@@ -118,6 +119,12 @@ Dims check(const KernelSpec& spec, const AttentionArgs& a, int64_t rope_len = -1
     d.freqs = rope::rope_frequencies(rp, static_cast<int>(d.D), rope_len >= 0 ? rope_len : rope_seq_len(a));
     d.inv_freq_f.assign(d.freqs.inv_freq.begin(), d.freqs.inv_freq.end());
     if (spec.score == ScoreKind::RopeWindow) d.limits = rope::window_limits(d.freqs, rp.window_k);
+    if (a.rope_tables) {
+      d.tables = &*a.rope_tables;
+      if (d.tables->pairs != d.rotary_dim / 2 || (d.tables->positions > 0 && (!d.tables->cos || !d.tables->sin)))
+        shape_error(fmt::format("the RoPE tables must hold rotary_dim / 2 = {} pairs per position (they hold {})",
+                                d.rotary_dim / 2, d.tables->pairs));
+    }
   }
   return d;
 }
@@ -133,6 +140,25 @@ inline float rnd(DType t, float x) { return round_to(t, x); }
 template <class T>
 void rotate(const RopeParams& rp, const Dims& d, int64_t pos, DType rt, T* x) {
   if (d.rotary_dim == 0) return;
+  if (d.tables) {  // the caller's tables, exact in double, rounded to the dtype in the naive form
+    if (pos < 0 || pos >= d.tables->positions)
+      shape_error(fmt::format("position {} is outside the RoPE tables' [0, {})", pos, d.tables->positions));
+    const int half = d.rotary_dim / 2;
+    for (int r = 0; r < half; ++r) {
+      const rope::PairDims pd = rope::pair_dims(rp.style, d.rotary_dim, r);
+      T c = static_cast<T>(d.tables->cos[pos * half + r]), s = static_cast<T>(d.tables->sin[pos * half + r]);
+      if constexpr (!std::is_same_v<T, double>) c = rnd(rt, c), s = rnd(rt, s);
+      const T a = x[pd.a], b = x[pd.b];
+      if constexpr (std::is_same_v<T, double>) {
+        x[pd.a] = a * c - b * s;
+        x[pd.b] = b * c + a * s;
+      } else {
+        x[pd.a] = rnd(rt, rnd(rt, a * c) - rnd(rt, b * s));
+        x[pd.b] = rnd(rt, rnd(rt, b * c) + rnd(rt, a * s));
+      }
+    }
+    return;
+  }
   if constexpr (std::is_same_v<T, double>) {
     rope::rotate(rp, d.freqs, pos, x, static_cast<int>(d.D));
   } else {

@@ -10,6 +10,7 @@
 #include "attnfuse/error.hpp"
 #include "common/documents.hpp"
 #include "common/paged.hpp"
+#include "reference/reference.hpp"
 #include "rope/frequencies.hpp"
 
 namespace attnfuse {
@@ -160,6 +161,28 @@ void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
   }
 }
 
+void check_rope_tables(const KernelSpec& spec, const AttentionArgs& a) {
+  if (!a.rope_tables) return;
+  const RopeTablesView& t = *a.rope_tables;
+  if (spec.score == ScoreKind::ScaledDot)
+    fail(ErrorCode::Unsupported, "RoPE tables were given but the program has no rope or rope_window; drop "
+                                 "them or rotate in the program");
+  if (spec.target == Target::Cuda)
+    fail(ErrorCode::Unsupported, "caller-supplied RoPE tables run on the CPU backend only; on CUDA the "
+                                 "kernel computes cos/sin from the program's RoPE parameters");
+  const int64_t D = a.q.shape[3];
+  const int64_t pairs = D > 0 ? rope::rotary_dim_of(spec.scalars.rope, static_cast<int>(std::min<int64_t>(D, INT32_MAX))) / 2 : 0;
+  if (t.pairs != pairs)
+    fail(ErrorCode::Shape, fmt::format("the RoPE tables have {} pairs per position but the program rotates {} "
+                                       "(rotary_dim / 2)", t.pairs, pairs));
+  if (t.positions < 0 || (t.positions * t.pairs > 0 && (!t.cos || !t.sin)))
+    fail(ErrorCode::MissingTensor, "the RoPE tables need cos and sin data for their positions");
+  const int64_t needed = reference::rope_seq_len(a);
+  if (t.positions < needed)
+    fail(ErrorCode::Shape, fmt::format("the RoPE tables cover positions [0, {}) but the call rotates positions "
+                                       "up to {}", t.positions, needed - 1));
+}
+
 }  // namespace
 
 void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory indices) {
@@ -174,6 +197,7 @@ void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory ind
     check_block_mask(spec, args);
     check_cu_seqlens(spec, args, host);
     check_scalars(spec, args);
+    check_rope_tables(spec, args);
     return;
   }
   check_view(args.q, "Q");
@@ -186,6 +210,7 @@ void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory ind
   check_block_mask(spec, args);
   check_cu_seqlens(spec, args, host);
   check_scalars(spec, args);
+  check_rope_tables(spec, args);
 }
 
 }  // namespace attnfuse
