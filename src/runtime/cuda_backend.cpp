@@ -23,9 +23,11 @@
 #include "passes/split_kv.hpp"
 #include "passes/tile_sizes.hpp"
 #include "reference/reference.hpp"
+#include "runtime/device_block_mask.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/rope_args.hpp"
+#include "runtime/stream_workspace.hpp"
 
 namespace attnfuse::runtime {
 namespace {
@@ -139,81 +141,6 @@ const std::optional<TileConfig>& decode_tile_override() {
     return c;
   }();
   return t;
-}
-
-// Per-stream scratch of a call: slot 0 holds prerotate mode's rotated Q and K, slot 1 the
-// split-KV partials. One grow-only device buffer per (stream, slot): launches on one stream are
-// ordered, so reuse is safe, and two streams never share one. Growing syncs the stream first,
-// since its earlier kernels may still read the old buffer.
-enum WorkspaceSlot { kRopeWorkspace = 0, kSplitWorkspace = 1 };
-void* stream_workspace(CUstream stream, WorkspaceSlot slot, size_t bytes) {
-  struct Buffer {
-    CUdeviceptr ptr = 0;
-    size_t bytes = 0;
-  };
-  static std::mutex mu;
-  static std::map<std::pair<CUstream, int>, Buffer> buffers;
-  std::lock_guard<std::mutex> lock(mu);
-  Buffer& b = buffers[{stream, static_cast<int>(slot)}];
-  if (b.bytes < bytes) {
-    const DriverApi& d = driver();
-    if (b.ptr) {
-      check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
-      check(d.cuMemFree(b.ptr), "cuMemFree");
-      b = Buffer{};
-    }
-    check(d.cuMemAlloc(&b.ptr, bytes), slot == kRopeWorkspace ? "cuMemAlloc (rope prerotate workspace)"
-                                                              : "cuMemAlloc (split-KV workspace)");
-    b.bytes = bytes;
-  }
-  return reinterpret_cast<void*>(b.ptr);
-}
-
-// A BlockMask's CSR on the device: one allocation, uploaded once per mask (BlockMask::device_copy).
-struct DeviceBlockMask {
-  CUdeviceptr base = 0;
-  const int* row_ptr = nullptr;
-  const int* cols = nullptr;
-  const unsigned char* full = nullptr;
-  const int64_t* bits_ptr = nullptr;
-  const uint64_t* bits = nullptr;
-  ~DeviceBlockMask() {
-    if (base) driver().cuMemFree(base);
-  }
-};
-
-const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto& slot = mask.device_copy()) return *static_cast<const DeviceBlockMask*>(slot.get());
-  const BlockMask::Csr c = mask.csr();
-  if (!c.row_ptr.empty() && c.row_ptr.back() > INT32_MAX)
-    throw Error(ErrorCode::Unsupported, fmt::format("the BlockMask has {} active blocks; the CUDA kernel "
-                                                    "indexes up to 2^31 - 1", c.row_ptr.back()));
-  std::vector<int32_t> row_ptr(c.row_ptr.begin(), c.row_ptr.end());
-  auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
-  const size_t o_rows = 0, o_cols = align(o_rows + row_ptr.size() * 4), o_full = align(o_cols + c.cols.size() * 4);
-  const size_t o_bptr = align(o_full + c.full.size()), o_bits = align(o_bptr + c.bitmap_ptr.size() * 8);
-  const size_t total = std::max<size_t>(o_bits + c.bitmap.size() * 8, 256);
-  auto dm = std::make_shared<DeviceBlockMask>();
-  const DriverApi& d = driver();
-  check(d.cuMemAlloc(&dm->base, total), "cuMemAlloc (BlockMask)");
-  auto put = [&](size_t off, const void* src, size_t bytes) {
-    if (bytes) check(d.cuMemcpyHtoD(dm->base + off, src, bytes), "cuMemcpyHtoD (BlockMask)");
-  };
-  put(o_rows, row_ptr.data(), row_ptr.size() * 4);
-  put(o_cols, c.cols.data(), c.cols.size() * 4);
-  put(o_full, c.full.data(), c.full.size());
-  put(o_bptr, c.bitmap_ptr.data(), c.bitmap_ptr.size() * 8);
-  put(o_bits, c.bitmap.data(), c.bitmap.size() * 8);
-  auto at = [&](size_t off) { return reinterpret_cast<const char*>(dm->base + off); };
-  dm->row_ptr = reinterpret_cast<const int*>(at(o_rows));
-  dm->cols = reinterpret_cast<const int*>(at(o_cols));
-  dm->full = reinterpret_cast<const unsigned char*>(at(o_full));
-  dm->bits_ptr = reinterpret_cast<const int64_t*>(at(o_bptr));
-  dm->bits = reinterpret_cast<const uint64_t*>(at(o_bits));
-  mask.device_copy() = dm;
-  return *dm;
 }
 
 // Resident blocks per SM of a loaded kernel (shared memory, registers and threads bound it).

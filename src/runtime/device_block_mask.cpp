@@ -1,0 +1,54 @@
+// Uploads a BlockMask's CSR for the CUDA kernel (device_block_mask.hpp).
+#include "runtime/device_block_mask.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "attnfuse/error.hpp"
+
+namespace attnfuse::runtime {
+
+DeviceBlockMask::~DeviceBlockMask() {
+  if (base) driver().cuMemFree(base);
+}
+
+const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto& slot = mask.device_copy()) return *static_cast<const DeviceBlockMask*>(slot.get());
+  const BlockMask::Csr c = mask.csr();
+  if (!c.row_ptr.empty() && c.row_ptr.back() > INT32_MAX)
+    throw Error(ErrorCode::Unsupported, fmt::format("the BlockMask has {} active blocks; the CUDA kernel "
+                                                    "indexes up to 2^31 - 1", c.row_ptr.back()));
+  std::vector<int32_t> row_ptr(c.row_ptr.begin(), c.row_ptr.end());
+  auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
+  const size_t o_rows = 0, o_cols = align(o_rows + row_ptr.size() * 4), o_full = align(o_cols + c.cols.size() * 4);
+  const size_t o_bptr = align(o_full + c.full.size()), o_bits = align(o_bptr + c.bitmap_ptr.size() * 8);
+  const size_t total = std::max<size_t>(o_bits + c.bitmap.size() * 8, 256);
+  auto dm = std::make_shared<DeviceBlockMask>();
+  const DriverApi& d = driver();
+  check(d.cuMemAlloc(&dm->base, total), "cuMemAlloc (BlockMask)");
+  auto put = [&](size_t off, const void* src, size_t bytes) {
+    if (bytes) check(d.cuMemcpyHtoD(dm->base + off, src, bytes), "cuMemcpyHtoD (BlockMask)");
+  };
+  put(o_rows, row_ptr.data(), row_ptr.size() * 4);
+  put(o_cols, c.cols.data(), c.cols.size() * 4);
+  put(o_full, c.full.data(), c.full.size());
+  put(o_bptr, c.bitmap_ptr.data(), c.bitmap_ptr.size() * 8);
+  put(o_bits, c.bitmap.data(), c.bitmap.size() * 8);
+  auto at = [&](size_t off) { return reinterpret_cast<const char*>(dm->base + off); };
+  dm->row_ptr = reinterpret_cast<const int*>(at(o_rows));
+  dm->cols = reinterpret_cast<const int*>(at(o_cols));
+  dm->full = reinterpret_cast<const unsigned char*>(at(o_full));
+  dm->bits_ptr = reinterpret_cast<const int64_t*>(at(o_bptr));
+  dm->bits = reinterpret_cast<const uint64_t*>(at(o_bits));
+  mask.device_copy() = dm;
+  return *dm;
+}
+
+}  // namespace attnfuse::runtime

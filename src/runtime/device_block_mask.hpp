@@ -1,0 +1,27 @@
+// A BlockMask's CSR on the device (what the block-sparse kernel reads, params.cuh bs_*): one
+// allocation per mask, uploaded by its first CUDA launch and kept with the mask
+// (BlockMask::device_copy), so a reused mask costs nothing after the first call.
+#pragma once
+
+#include <cstdint>
+
+#include "attnfuse/block_mask.hpp"
+#include "runtime/cuda_driver.hpp"
+
+namespace attnfuse::runtime {
+
+struct DeviceBlockMask {
+  CUdeviceptr base = 0;
+  const int* row_ptr = nullptr;
+  const int* cols = nullptr;
+  const unsigned char* full = nullptr;
+  const int64_t* bits_ptr = nullptr;
+  const uint64_t* bits = nullptr;
+  ~DeviceBlockMask();
+};
+
+// The mask's device copy, uploaded now (synchronously) if it has none yet; thread-safe. Throws
+// Error(Unsupported) for masks with more than 2^31 - 1 active blocks.
+const DeviceBlockMask& upload_block_mask(const BlockMask& mask);
+
+}  // namespace attnfuse::runtime

@@ -1,0 +1,33 @@
+// Per-stream scratch of CUDA launches (stream_workspace.hpp).
+#include "runtime/stream_workspace.hpp"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace attnfuse::runtime {
+
+void* stream_workspace(CUstream stream, WorkspaceSlot slot, size_t bytes) {
+  struct Buffer {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+  };
+  static std::mutex mu;
+  static std::map<std::pair<CUstream, int>, Buffer> buffers;
+  std::lock_guard<std::mutex> lock(mu);
+  Buffer& b = buffers[{stream, static_cast<int>(slot)}];
+  if (b.bytes < bytes) {
+    const DriverApi& d = driver();
+    if (b.ptr) {
+      check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+      check(d.cuMemFree(b.ptr), "cuMemFree");
+      b = Buffer{};
+    }
+    check(d.cuMemAlloc(&b.ptr, bytes), slot == kRopeWorkspace ? "cuMemAlloc (rope prerotate workspace)"
+                                                              : "cuMemAlloc (split-KV workspace)");
+    b.bytes = bytes;
+  }
+  return reinterpret_cast<void*>(b.ptr);
+}
+
+}  // namespace attnfuse::runtime

@@ -1,0 +1,18 @@
+// Per-stream scratch of CUDA launches: slot kRopeWorkspace holds prerotate mode's rotated Q and
+// K, slot kSplitWorkspace the split-KV partials. One grow-only device buffer per (stream, slot):
+// launches on one stream are ordered, so reuse is safe, and two streams never share one. Growing
+// syncs the stream first, since its earlier kernels may still read the old buffer.
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/cuda_driver.hpp"
+
+namespace attnfuse::runtime {
+
+enum WorkspaceSlot { kRopeWorkspace = 0, kSplitWorkspace = 1 };
+
+// A device buffer of at least `bytes` for (stream, slot), owned by the runtime (thread-safe).
+void* stream_workspace(CUstream stream, WorkspaceSlot slot, size_t bytes);
+
+}  // namespace attnfuse::runtime
