@@ -10,6 +10,7 @@
 #include <limits>
 #include <new>
 #include <random>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -74,7 +75,37 @@ AttentionArgs Problem::args() {
     a.k = a.v = TensorView{};
     a.paged = paged->view();
   }
+  if (rope_tables)
+    a.rope_tables = RopeTablesView{rope_tables->cos.data(), rope_tables->sin.data(), rope_tables->positions,
+                                   rope_tables->pairs};
   return a;
+}
+
+void load_rope_tables(Problem& p, const FileInputs& files) {
+  if (files.rope_cos.empty() && files.rope_sin.empty()) return;
+  if (files.rope_cos.empty() || files.rope_sin.empty())
+    throw UsageError("RoPE tables come in pairs: give both --rope-cos and --rope-sin");
+  Problem::RopeTables t;
+  std::array<int64_t, 2> dims{};
+  for (const auto& [path, flag, values] : {std::tuple{&files.rope_cos, "--rope-cos", &t.cos},
+                                            std::tuple{&files.rope_sin, "--rope-sin", &t.sin}}) {
+    const io::NpyArray a = io::read_npy(*path);
+    if (a.dtype != io::NpyDType::F32)
+      throw Error(ErrorCode::DType, fmt::format("{}: {} must be float32, got {}", *path, flag,
+                                                io::npy_dtype_name(a.dtype)));
+    if (a.shape.size() != 2)
+      throw Error(ErrorCode::Shape, fmt::format("{}: {} must be [positions, rotary_dim / 2], got shape {}", *path,
+                                                flag, a.shape_string()));
+    if (values == &t.sin && (a.shape[0] != dims[0] || a.shape[1] != dims[1]))
+      throw Error(ErrorCode::Shape, fmt::format("{}: --rope-sin has shape {} but --rope-cos is ({}, {})", *path,
+                                                a.shape_string(), dims[0], dims[1]));
+    dims = {a.shape[0], a.shape[1]};
+    values->resize(static_cast<size_t>(a.numel()));
+    std::memcpy(values->data(), a.data.data(), values->size() * sizeof(float));
+  }
+  t.positions = dims[0];
+  t.pairs = dims[1];
+  p.rope_tables = std::move(t);
 }
 
 DType bias_dtype(DType compute) { return compute; }

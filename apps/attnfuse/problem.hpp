@@ -68,6 +68,12 @@ struct Problem {
   // Paged KV cache (--k-pages ... or --shape with --page-size): K and V live here and k / v are
   // empty; shape.len_kv is the longest sequence.
   std::optional<PagedCache> paged;
+  // --rope-cos / --rope-sin: the caller's RoPE tables, [positions, pairs] each.
+  struct RopeTables {
+    std::vector<float> cos, sin;
+    int64_t positions = 0, pairs = 0;
+  };
+  std::optional<RopeTables> rope_tables;
 
   // Views of the buffers above (out and lse are written by a run).
   AttentionArgs args();
@@ -82,9 +88,14 @@ struct FileInputs {
   // Paged KV cache instead of --k/--v: float32 page tensors, int32/int64 page table.
   std::string k_pages, v_pages, page_indices, page_indptr, last_page_len;
   std::string kv_layout;  // nhd (default) | hnd
+  std::string rope_cos, rope_sin;  // float32 [positions, rotary_dim / 2]: the caller's RoPE tables
   bool paged() const { return !k_pages.empty() || !v_pages.empty() || !page_indices.empty() ||
                               !page_indptr.empty() || !last_page_len.empty(); }
 };
+
+// --rope-cos / --rope-sin into p (both or neither; float32 [positions, pairs], same shape);
+// validate() then checks them against the program and the call.
+void load_rope_tables(Problem& p, const FileInputs& files);
 
 // Loads float32 C-order .npy inputs and converts them to `dtype`. Checks what the CLI can tell
 // better than validate() (file names, ranks, missing or unneeded bias / block mask, block grid

@@ -41,6 +41,10 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
   app.add_option("--last-page-len", o.files.last_page_len,
                  "PL.npy, int32/int64 [B]: valid rows (1..page_size) of each sequence's last page; its "
                  "KV length is (pages - 1) * page_size + last_page_len, queries aligned bottom-right to it");
+  app.add_option("--rope-cos", o.files.rope_cos,
+                 "C.npy, float32 [positions, rotary_dim/2]: your own RoPE cos table (row p rotates "
+                 "position p; with --rope-sin; CPU only)");
+  app.add_option("--rope-sin", o.files.rope_sin, "S.npy, float32 [positions, rotary_dim/2]: the sin table");
   app.add_option("--kv-layout", o.files.kv_layout, "nhd | hnd: the layout of --k-pages/--v-pages (default nhd)");
   app.add_option("--page-size", o.page_size,
                  "with --shape: store the random K/V in a paged cache of this page size, pages in a "
@@ -137,6 +141,7 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
     files.block_size = block_size;
     p.problem = load_problem(p.spec, files, p.dtype, want_lse);
   }
+  load_rope_tables(p.problem, o.files);
   if (rope_config && p.spec.scalars.rope.rotary_dim > p.problem.shape.head_dim)
     throw Error(ErrorCode::Shape,
                 fmt::format("--rope-config {}: the model rotates rotary_dim = {} dims (head_dim {}) but "
@@ -147,6 +152,9 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
     try {
       p.spec = compile(Target::Cuda, static_cast<int>(p.problem.shape.head_dim));
       check_cuda_supported(p.spec);
+      if (p.problem.rope_tables)
+        throw Error(ErrorCode::Unsupported, "--rope-cos/--rope-sin (caller-supplied RoPE tables) run on the "
+                                            "CPU backend only");
     } catch (const Error& e) {
       // --device auto prefers the GPU but never fails for want of it: fall back, and say why.
       if (device != DeviceChoice::Auto || e.code() != ErrorCode::Unsupported) throw;

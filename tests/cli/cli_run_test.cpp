@@ -115,6 +115,44 @@ TEST(CliRun, QOffsetMovesTheCausalDiagonal) {
   EXPECT_NE(aligned, shifted) << "--q-offset was ignored";
 }
 
+TEST(CliRun, RopeTablesFromNpyAreCheckedAgainstTheReference) {
+  // Arbitrary (non-rotation) tables: --check passes only if the kernel reads exactly them, as the
+  // reference does; a wrong pair count, a lone table and the GPU are refused with exit 2.
+  TempDir dir;
+  std::mt19937_64 rng(fresh_seed());
+  const auto cos_t = random_normal(40 * 8, rng), sin_t = random_normal(40 * 8, rng);
+  write_f32(dir / "cos.npy", {40, 8}, cos_t);
+  write_f32(dir / "sin.npy", {40, 8}, sin_t);
+  const std::string prog = "softmax(causal(rope(Q, K, style=gptj))) @ V";
+  std::vector<std::string> args = {"run", prog, "--shape", "1,2,1,9,33,16", "--device", "cpu", "--check",
+                                   "--rope-cos", (dir / "cos.npy").string(), "--rope-sin", (dir / "sin.npy").string()};
+  CliResult r = run_cli(args, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  // The tables must change the result: the same run without them gives other outputs.
+  args.push_back("--out");
+  args.push_back((dir / "o_tables.npy").string());
+  ASSERT_EQ(run_cli(args, dir).exit_code, 0);
+  std::vector<std::string> plain(args.begin(), args.begin() + 7);
+  plain.insert(plain.end(), {"--out", (dir / "o_plain.npy").string()});
+  ASSERT_EQ(run_cli(plain, dir).exit_code, 0);
+  EXPECT_NE(read_f32(dir / "o_tables.npy", {1, 2, 9, 16}), read_f32(dir / "o_plain.npy", {1, 2, 9, 16}));
+
+  write_f32(dir / "cos4.npy", {40, 4}, std::vector<float>(160, 1.f));
+  write_f32(dir / "sin4.npy", {40, 4}, std::vector<float>(160, 0.f));
+  r = run_cli({"run", prog, "--shape", "1,2,1,9,33,16", "--device", "cpu", "--rope-cos",
+               (dir / "cos4.npy").string(), "--rope-sin", (dir / "sin4.npy").string()}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pairs"), std::string::npos) << r.err;
+  r = run_cli({"run", prog, "--shape", "1,2,1,9,33,16", "--device", "cpu", "--rope-cos", (dir / "cos.npy").string()},
+              dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rope-sin"), std::string::npos) << r.err;
+  r = run_cli({"run", prog, "--shape", "1,2,1,9,33,16", "--device", "cuda", "--dtype", "bf16", "--rope-cos",
+               (dir / "cos.npy").string(), "--rope-sin", (dir / "sin.npy").string()}, dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
 TEST(CliRun, AdditiveBiasBroadcasts) {
   for (uint64_t seed : seeds()) {
     SCOPED_TRACE(fmt::format("seed {}", seed));
