@@ -62,37 +62,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---------------------------------------------------------------- the C ABI (include/attnfuse/attnfuse.h)
 
-OK, MISSING_TENSOR = 0, 5
-DEVICE_CPU, DEVICE_CUDA = 0, 1
-FP32, BF16, FP16 = 0, 1, 2
-PAGED_NHD, PAGED_HND = 0, 1
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4)]
-
-
-class Offsets(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("is_int64", ctypes.c_int), ("batch", ctypes.c_int64),
-                ("length", ctypes.c_int64), ("batch_stride", ctypes.c_int64)]
-
-
-class PagedKV(ctypes.Structure):
-    _fields_ = [("k_pages", Tensor), ("v_pages", Tensor), ("layout", ctypes.c_int),
-                ("page_indices", ctypes.c_void_p), ("num_page_indices", ctypes.c_int64),
-                ("page_indptr", ctypes.c_void_p), ("last_page_len", ctypes.c_void_p)]
-
-
-class Args(ctypes.Structure):
-    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
-                ("lse", ctypes.c_void_p), ("lse_strides", ctypes.c_int64 * 3),
-                ("bias", ctypes.POINTER(Tensor)), ("has_q_offset", ctypes.c_int), ("q_offset", ctypes.c_int64),
-                ("cu_seqlens_q", ctypes.POINTER(Offsets)), ("cu_seqlens_k", ctypes.POINTER(Offsets)),
-                ("paged", ctypes.POINTER(PagedKV)), ("block_mask", ctypes.c_void_p)]
-
-
-def raw_tensor(ptr, shape, strides):
-    return Tensor(ptr, (ctypes.c_int64 * 4)(*shape), (ctypes.c_int64 * 4)(*strides))
+from attnfuse_abi import (BF16, DEVICE_CPU, DEVICE_CUDA, FP16, FP32, MISSING_TENSOR, OK, PAGED_HND,  # noqa: E402
+                          PAGED_NHD, Args, Offsets, PagedKV, Tensor, raw_tensor)
 
 
 def default_lib():

@@ -41,15 +41,7 @@ except Exception as e:  # noqa: BLE001 - report and continue without flex
 # ---------------------------------------------------------------- attnfuse through the C ABI
 
 
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4)]
-
-
-class Args(ctypes.Structure):
-    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
-                ("lse", ctypes.c_void_p), ("lse_strides", ctypes.c_int64 * 3),
-                ("bias", ctypes.POINTER(Tensor)), ("has_q_offset", ctypes.c_int), ("q_offset", ctypes.c_int64),
-                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p)]
+from attnfuse_abi import Args, Tensor  # noqa: E402  (the C ABI's ctypes mirrors)
 
 
 def as_tensor(t):

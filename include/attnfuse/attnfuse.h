@@ -106,7 +106,9 @@ typedef struct {
    * (as FlashAttention's cu_seqlens), host memory on ATTNFUSE_DEVICE_CPU. */
   const attnfuse_offsets* cu_seqlens_q;
   const attnfuse_offsets* cu_seqlens_k;
-  /* Appended fields (ABI-compatible: the layout above is unchanged). */
+  /* Appended fields: the offsets above are unchanged, but sizeof(attnfuse_args) grew and the
+   * library reads these, so callers (and FFI mirrors such as bench/attnfuse_abi.py) must
+   * declare them, zeroed when unused. */
   const attnfuse_paged_kv* paged;         /* a paged KV cache; then k and v are left zeroed (data
                                              NULL, every shape 0). NULL: contiguous k and v */
   const attnfuse_block_mask* block_mask;  /* block_sparse: required; must be NULL otherwise. Built
