@@ -32,7 +32,9 @@ class Args(ctypes.Structure):
                 ("lse", ctypes.c_void_p), ("lse_strides", ctypes.c_int64 * 3),
                 ("bias", ctypes.POINTER(Tensor)), ("has_q_offset", ctypes.c_int), ("q_offset", ctypes.c_int64),
                 ("cu_seqlens_q", ctypes.POINTER(Offsets)), ("cu_seqlens_k", ctypes.POINTER(Offsets)),
-                ("paged", ctypes.POINTER(PagedKV)), ("block_mask", ctypes.c_void_p)]
+                ("paged", ctypes.POINTER(PagedKV)), ("block_mask", ctypes.c_void_p),
+                ("rope_cos", ctypes.c_void_p), ("rope_sin", ctypes.c_void_p),
+                ("rope_positions", ctypes.c_int64), ("rope_pairs", ctypes.c_int64)]
 
 
 def raw_tensor(ptr, shape, strides):

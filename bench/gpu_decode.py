@@ -143,7 +143,8 @@ int main(void) {
   S(attnfuse_args) O(attnfuse_args, q) O(attnfuse_args, k) O(attnfuse_args, v) O(attnfuse_args, out)
   O(attnfuse_args, lse) O(attnfuse_args, lse_strides) O(attnfuse_args, bias) O(attnfuse_args, has_q_offset)
   O(attnfuse_args, q_offset) O(attnfuse_args, cu_seqlens_q) O(attnfuse_args, cu_seqlens_k)
-  O(attnfuse_args, paged) O(attnfuse_args, block_mask)
+  O(attnfuse_args, paged) O(attnfuse_args, block_mask) O(attnfuse_args, rope_cos) O(attnfuse_args, rope_sin)
+  O(attnfuse_args, rope_positions) O(attnfuse_args, rope_pairs)
   printf("enum sizeof %zu\n", sizeof(attnfuse_paged_layout));
   printf("ATTNFUSE_PAGED_NHD %d\nATTNFUSE_PAGED_HND %d\n", (int)ATTNFUSE_PAGED_NHD, (int)ATTNFUSE_PAGED_HND);
   printf("ATTNFUSE_ERROR_MISSING_TENSOR %d\n", (int)ATTNFUSE_ERROR_MISSING_TENSOR);

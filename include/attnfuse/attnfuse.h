@@ -113,6 +113,13 @@ typedef struct {
                                              NULL, every shape 0). NULL: contiguous k and v */
   const attnfuse_block_mask* block_mask;  /* block_sparse: required; must be NULL otherwise. Built
                                              for this call's (Nq, Nk), batch and heads 1 or B / Hq */
+  /* rope / rope_window with the caller's cos/sin tables instead of computed ones (NULL: computed):
+   * fp32 host arrays [rope_positions, rope_pairs], row p rotating position p, rope_pairs =
+   * rotary_dim / 2, used as given. Every rotated position must be in the table. CPU device only. */
+  const float* rope_cos;
+  const float* rope_sin;
+  int64_t rope_positions;
+  int64_t rope_pairs;
 } attnfuse_args;
 
 typedef struct attnfuse_kernel attnfuse_kernel;

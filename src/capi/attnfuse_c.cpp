@@ -173,6 +173,8 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
     if (args->cu_seqlens_k) a.cu_seqlens_k = to_offsets(*args->cu_seqlens_k);
     if (args->paged) a.paged = to_paged(*args->paged, args->q.shape[0], dt);
     if (args->block_mask) a.block_mask = &args->block_mask->mask;
+    if (args->rope_cos || args->rope_sin)
+      a.rope_tables = attnfuse::RopeTablesView{args->rope_cos, args->rope_sin, args->rope_positions, args->rope_pairs};
     if (kernel->device == ATTNFUSE_DEVICE_CUDA)
       kernel->cuda->launch(a, kernel->spec.scalars, static_cast<attnfuse::runtime::CUstream>(stream));
     else

@@ -389,6 +389,54 @@ TEST(CApi, BlockMaskFromDenseMatchesTheCppRun) {
   attnfuse_block_mask_free(nullptr);  // a no-op
 }
 
+TEST(CApi, RopeTablesMatchTheCppRunAndAreRefusedOnMismatch) {
+  // Arbitrary tables through attnfuse_args.rope_cos / rope_sin give the bits of the C++ call with
+  // AttentionArgs::rope_tables; a wrong pair count is a SHAPE status that writes nothing.
+  const char* prog = "softmax(causal(rope(Q, K, style=gptj))) @ V";
+  const int64_t B = 1, Hq = 2, Hkv = 1, N = 30, D = 16, P = 40;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  std::vector<float> q(B * Hq * N * D), kk(B * Hkv * N * D), v(kk.size()), cs(P * D / 2), sn(cs.size());
+  for (auto* t : {&q, &kk, &v, &cs, &sn})
+    for (float& x : *t) x = nd(rng);
+  std::vector<float> o(q.size(), 7.f), want(q.size(), 7.f);
+  attnfuse_kernel* k = nullptr;
+  ASSERT_EQ(attnfuse_compile(prog, ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0, &k), ATTNFUSE_OK) << attnfuse_last_error();
+  attnfuse_args a{};
+  a.q = view(q.data(), B, Hq, N, D);
+  a.k = view(kk.data(), B, Hkv, N, D);
+  a.v = view(v.data(), B, Hkv, N, D);
+  a.out = view(o.data(), B, Hq, N, D);
+  a.rope_cos = cs.data();
+  a.rope_sin = sn.data();
+  a.rope_positions = P;
+  a.rope_pairs = D / 2;
+  ASSERT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+
+  auto tv = [](std::vector<float>& data, int64_t b, int64_t h, int64_t s, int64_t d) {
+    attnfuse::TensorView t;
+    t.data = data.data();
+    t.dtype = attnfuse::DType::F32;
+    t.shape = {b, h, s, d};
+    t.strides = {h * s * d, s * d, d, 1};
+    return t;
+  };
+  attnfuse::AttentionArgs c;
+  c.q = tv(q, B, Hq, N, D), c.k = tv(kk, B, Hkv, N, D), c.v = tv(v, B, Hkv, N, D), c.out = tv(want, B, Hq, N, D);
+  c.rope_tables = attnfuse::RopeTablesView{cs.data(), sn.data(), P, D / 2};
+  attnfuse::run_cpu(attnfuse::Program::parse(prog).compile({attnfuse::Target::Cpu, attnfuse::DType::F32, 0}), c);
+  EXPECT_TRUE(same_bits(o, want));
+
+  std::vector<float> o2(q.size(), 7.f);
+  attnfuse_args bad = a;
+  bad.out = view(o2.data(), B, Hq, N, D);
+  bad.rope_pairs = D / 4;
+  EXPECT_EQ(attnfuse_launch(k, &bad, nullptr), ATTNFUSE_ERROR_SHAPE);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("pairs"), std::string::npos) << attnfuse_last_error();
+  for (float x : o2) ASSERT_EQ(x, 7.f);
+  attnfuse_kernel_free(k);
+}
+
 TEST(CApi, BlockMaskErrorsAreStatusCodes) {
   const uint8_t grid[4] = {1, 0, 1, 1};
   attnfuse_block_mask* mask = reinterpret_cast<attnfuse_block_mask*>(0x1);
