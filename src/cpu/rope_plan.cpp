@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "attnfuse/error.hpp"
 #include "cpu/fused_kernel.hpp"
 #include "rope/frequencies.hpp"
 
@@ -80,16 +83,8 @@ void RopePlan::rotate_row(const PositionTable& t, int64_t p, float* x, int first
   // Started at a multiple of 16 pairs so the loop runs whole vectors (rotating a few pairs
   // nobody reads costs less than a scalar remainder loop).
   const int r0 = first_pair & ~15;
-  if (user_cos) {  // the caller's tables: one row per position
-    const float* c = user_cos + p * h;
-    const float* sn = user_sin + p * h;
-    for (int r = r0; r < h; ++r) {
-      float* pa = style == RopeStyle::Neox ? x + r : x + 2 * r;
-      float* pb = style == RopeStyle::Neox ? x + r + h : x + 2 * r + 1;
-      const float a = *pa, b = *pb;
-      *pa = a * c[r] - b * sn[r];
-      *pb = b * c[r] + a * sn[r];
-    }
+  if (user_cos) {  // the caller's tables: one row per position (pairs below r0 are unread anyway)
+    rotate(user_cos + p * h, user_sin + p * h, x, 1);
     return;
   }
   const int64_t rel = p - t.p0;
@@ -114,6 +109,14 @@ void RopePlan::rotate_row(const PositionTable& t, int64_t p, float* x, int first
       x[2 * r + 1] = b * c + a * s;
     }
   }
+}
+
+void RopePlan::use_tables(const RopeTablesView& t, int64_t first_query, int64_t queries) {
+  if (queries > 0 && first_query < 0)
+    throw Error(ErrorCode::Shape, fmt::format("the call rotates query positions from {}, but RoPE tables "
+                                              "start at position 0", first_query));
+  user_cos = t.cos;
+  user_sin = t.sin;
 }
 
 void RopePlan::rotate(const float* c, const float* s, float* x, int64_t stride) const {

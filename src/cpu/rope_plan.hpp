@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "attnfuse/attention.hpp"
 #include "attnfuse/kernel_spec.hpp"
 
 namespace attnfuse::cpu {
@@ -39,6 +40,11 @@ struct RopePlan {
   const float* user_sin = nullptr;
 
   bool windowed() const { return !limits.empty(); }
+
+  // Rotate with the caller's tables from now on; query positions start at first_query (Error(Shape)
+  // when that is negative and there are queries: tables have no negative rows). validate() checked
+  // the upper end.
+  void use_tables(const RopeTablesView& t, int64_t first_query, int64_t queries);
 
   // c[r], s[r] = attention_factor * cos/sin(p θ_r) for r < half; p must lie in t's range.
   void angles(const PositionTable& t, int64_t p, float* c, float* s) const;

@@ -1,7 +1,5 @@
 // attnfuse::run_cpu: validates the call, resolves it into KernelParams and dispatches to the
 // fused kernel's compile-time specialization for the spec's roles.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -110,13 +108,7 @@ void run_cpu(const KernelSpec& spec, const AttentionArgs& args) {
     }
     rope = cpu::make_rope_plan(spec.scalars.rope, p.D, reference::rope_seq_len(args),
                                spec.score == ScoreKind::RopeWindow, p.Nk, q_first, q_count);
-    if (args.rope_tables) {  // validate() checked the upper end; tables have no negative rows
-      if (q_count > 0 && q_first < 0)
-        throw Error(ErrorCode::Shape, fmt::format("the call rotates query positions from {}, but RoPE tables "
-                                                  "start at position 0", q_first));
-      rope.user_cos = args.rope_tables->cos;
-      rope.user_sin = args.rope_tables->sin;
-    }
+    if (args.rope_tables) rope.use_tables(*args.rope_tables, q_first, q_count);
     p.rope = &rope;
   }
   const bool masked = spec.masks.has(MaskKind::Causal) || spec.masks.has(MaskKind::SlidingWindow) ||

@@ -4,8 +4,6 @@
 // round trip through memory and the second softmax pass, not code quality or threading.
 #include "cpu/unfused.hpp"
 
-#include <fmt/format.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -137,13 +135,7 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
   if (spec.score != ScoreKind::ScaledDot)
     rope_plan = make_rope_plan(spec.scalars.rope, d.D, reference::rope_seq_len(args),
                                spec.score == ScoreKind::RopeWindow, d.Nk, q_offset, d.Nq);
-  if (rope_plan && args.rope_tables) {
-    if (d.Nq > 0 && q_offset < 0)
-      throw Error(ErrorCode::Shape, fmt::format("the call rotates query positions from {}, but RoPE tables "
-                                                "start at position 0", q_offset));
-    rope_plan->user_cos = args.rope_tables->cos;
-    rope_plan->user_sin = args.rope_tables->sin;
-  }
+  if (rope_plan && args.rope_tables) rope_plan->use_tables(*args.rope_tables, q_offset, d.Nq);
   const RopePlan* rope = rope_plan ? &*rope_plan : nullptr;
   for_each_head(d, [&](int64_t b, int64_t hq) {
     const int64_t hkv = hq / group;

@@ -2,6 +2,8 @@
 #include "passes/split_kv.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 
 namespace attnfuse::passes {
 
@@ -17,10 +19,12 @@ int choose_num_splits(const SplitShape& s) {
   auto cost = [&](int64_t n) {
     return ((s.key_tiles + n - 1) / n) * ((s.blocks * n + capacity - 1) / capacity);
   };
-  int64_t best = cost(1);
-  for (int64_t n = 2; n <= max_splits; ++n) best = std::min(best, cost(n));
+  // Evaluated once per S (this runs on every decode launch).
+  std::array<int64_t, kMaxSplits + 1> costs{};
+  int64_t best = INT64_MAX;
+  for (int64_t n = 1; n <= max_splits; ++n) best = std::min(best, costs[size_t(n)] = cost(n));
   for (int64_t n = 1; n <= max_splits; ++n)
-    if (cost(n) * 100 <= best * 105) return static_cast<int>(n);
+    if (costs[size_t(n)] * 100 <= best * 105) return static_cast<int>(n);
   return 1;
 }
 

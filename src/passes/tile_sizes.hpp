@@ -133,8 +133,7 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (all of these do).
-constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, ScoreKind score = ScoreKind::ScaledDot) {
-  (void)score;
+constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
   TileConfig t;
   t.num_warps = 4;
   t.pack_gqa = true;

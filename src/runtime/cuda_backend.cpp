@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -171,7 +172,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv)
   r.rope_mode = mode;
   r.kv_layout = kv;
   if (decode_rows > 0) {
-    r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, spec_.score));
+    r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
@@ -249,6 +250,7 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   }
   const int64_t group = pl.decode ? ratio : 1;
   const LoadedModule& m = module(pl.rope_mode, pl.decode ? group * c.Nq : 0, pl.kv_layout);
+  pl.module = &m;
   const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
@@ -331,7 +333,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
                 "cache or documents keeps in device memory; run it on the CPU or use a static scaling");
 
   const LaunchPlan pl = plan(args, scalars, tuning);
-  const LoadedModule& m = module(pl.rope_mode, pl.decode ? (Hq / Hkv) * Nq : 0, pl.kv_layout);
+  const LoadedModule& m = *pl.module;
   const DriverApi& d = driver();
 
   attnfuse_kernels::FwdParams p{};
@@ -352,9 +354,8 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.page_indptr = pk.page_indptr.data();
     p.last_page_len = pk.last_page_len.data();
     p.page_size = static_cast<int>(pk.page_size());
-    p.page_shift = -1;
-    for (int sh = 0; sh < 31; ++sh)
-      if (p.page_size == 1 << sh) p.page_shift = sh;
+    const auto ps = static_cast<unsigned>(p.page_size);
+    p.page_shift = std::has_single_bit(ps) ? std::countr_zero(ps) : -1;
     p.q_offset_given = args.q_offset.has_value();
   } else {
     p.k = args.k.data;

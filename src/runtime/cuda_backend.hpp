@@ -66,6 +66,7 @@ struct LaunchPlan {
   bool decode = false;  // GQA-packed decode variant
   int num_splits = 1;   // > 1: partial results in a workspace, then the combine kernel
   unsigned grid[3] = {1, 1, 1};
+  const LoadedModule* module = nullptr;  // the compiled variant the call runs
 };
 
 // A program's kernel on the current device. For rope programs with rope_mode = auto it holds

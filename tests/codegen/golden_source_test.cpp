@@ -56,7 +56,7 @@ TEST(GoldenSource, EmitterOutputMatchesCommittedFiles) {
     SCOPED_TRACE(g.name);
     KernelSpec spec = Program::parse(g.program).compile({Target::Cuda, g.dtype, g.head_dim, g.rope_mode});
     if (g.decode_paged) {
-      spec.tile = passes::cuda_decode_tile(g.head_dim, 16, spec.score);
+      spec.tile = passes::cuda_decode_tile(g.head_dim, 16);
       spec.kv_layout = KvLayout::Paged;
     }
     const std::string got = std::string("// program: ") + g.program + "\n" + codegen::cuda::emit_forward(spec);

@@ -105,7 +105,7 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
       const Variant& v = variants[i];
       try {
         KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
-        if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, spec.score);
+        if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows);
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);

@@ -18,6 +18,11 @@
 
 namespace {
 
+// The C++ view of the same contiguous fp32 buffer (for the reference runs through run_cpu).
+attnfuse::TensorView tv(std::vector<float>& data, int64_t b, int64_t h, int64_t s, int64_t d) {
+  return attnfuse::TensorView::contiguous(data.data(), attnfuse::DType::F32, {b, h, s, d});
+}
+
 attnfuse_tensor view(void* data, int64_t b, int64_t h, int64_t s, int64_t d) {
   attnfuse_tensor t{};
   t.data = data;
@@ -346,15 +351,6 @@ TEST(CApi, BlockMaskFromDenseMatchesTheCppRun) {
   a.block_mask = mask;
   ASSERT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
 
-  using attnfuse::TensorView;
-  auto tv = [](std::vector<float>& data, int64_t b, int64_t h, int64_t s, int64_t d) {
-    TensorView t;
-    t.data = data.data();
-    t.dtype = attnfuse::DType::F32;
-    t.shape = {b, h, s, d};
-    t.strides = {h * s * d, s * d, d, 1};
-    return t;
-  };
   attnfuse::AttentionArgs c;
   c.q = tv(q, B, Hq, N, D), c.k = tv(kk, B, Hkv, N, D), c.v = tv(v, B, Hkv, N, D), c.out = tv(want, B, Hq, N, D);
   attnfuse::LseView l;
@@ -413,14 +409,6 @@ TEST(CApi, RopeTablesMatchTheCppRunAndAreRefusedOnMismatch) {
   a.rope_pairs = D / 2;
   ASSERT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
 
-  auto tv = [](std::vector<float>& data, int64_t b, int64_t h, int64_t s, int64_t d) {
-    attnfuse::TensorView t;
-    t.data = data.data();
-    t.dtype = attnfuse::DType::F32;
-    t.shape = {b, h, s, d};
-    t.strides = {h * s * d, s * d, d, 1};
-    return t;
-  };
   attnfuse::AttentionArgs c;
   c.q = tv(q, B, Hq, N, D), c.k = tv(kk, B, Hkv, N, D), c.v = tv(v, B, Hkv, N, D), c.out = tv(want, B, Hq, N, D);
   c.rope_tables = attnfuse::RopeTablesView{cs.data(), sn.data(), P, D / 2};
