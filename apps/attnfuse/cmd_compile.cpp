@@ -8,6 +8,7 @@
 
 #include "codegen/cuda/emit.hpp"
 #include "commands.hpp"
+#include "passes/tile_sizes.hpp"
 #include "runtime/nvrtc.hpp"
 
 namespace attnfuse::cli {
@@ -41,7 +42,9 @@ void add_compile_command(CLI::App& app, CompileCommand& c) {
   app.add_option("--dtype", c.dtype, "fp32 | bf16 | fp16 (default fp32; bf16 for --emit cuda|ptx)");
   app.add_option("--head-dim", c.head_dim, "specialize on this head dim (default 0: any, CPU)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--arch", c.arch, "--emit ptx: the GPU architecture (default sm_90)");
+  app.add_option("--arch", c.arch,
+                 "--emit cuda|ptx: the GPU architecture the kernel is built for (default sm_90, where the "
+                 "prefill kernel takes its Hopper wgmma form)");
   add_rope_config_option(app, c.rope_config);
   add_rope_mode_option(app, c.rope_mode);
 }
@@ -70,10 +73,12 @@ int run_compile(const CompileCommand& c) {
   } else if (c.emit == "spec") {
     out = to_string(compile_with_rope(program, options, load_rope_config(c.rope_config), c.rope_config));
   } else {
-    const KernelSpec spec = compile_with_rope(program, options, load_rope_config(c.rope_config), c.rope_config);
+    KernelSpec spec = compile_with_rope(program, options, load_rope_config(c.rope_config), c.rope_config);
+    const int arch = parse_arch(c.arch);
+    spec.tile = passes::cuda_arch_tile(spec, arch);  // what the runtime would build on that GPU
     out = codegen::cuda::emit_forward(spec);
     if (c.emit == "ptx") {
-      const auto r = runtime::nvrtc_compile(out, "attnfuse_emit", parse_arch(c.arch), runtime::NvrtcOutput::Ptx);
+      const auto r = runtime::nvrtc_compile(out, "attnfuse_emit", arch, runtime::NvrtcOutput::Ptx);
       out.assign(r.binary.data(), ::strnlen(r.binary.data(), r.binary.size()));
     }
   }

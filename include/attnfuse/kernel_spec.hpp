@@ -140,6 +140,10 @@ struct TileConfig {
   // CUDA only: warps sharing the same rows, each taking a slice of every key tile (the narrow
   // decode tile; 1 elsewhere).
   int key_warps = 1;
+  // CUDA only, Hopper (sm_90a): the template's warpgroup-MMA form (wgmma on swizzled tiles) of
+  // the 128-row prefill tile; the runtime sets it for the device it compiles for
+  // (passes::cuda_arch_tile).
+  bool wgmma = false;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };
 

@@ -32,8 +32,8 @@ TiledAttention tile(const FusedAttention& fused, const CompileOptions& options) 
 
 std::string tile_text(Target target, const TileConfig& t) {
   if (target == Target::Cpu) return fmt::format("block_q={} block_k={}", t.block_q, t.block_k);
-  return fmt::format("block_q={} block_k={} num_warps={} stages={}", t.block_q, t.block_k, t.num_warps,
-                     t.stages);
+  return fmt::format("block_q={} block_k={} num_warps={} stages={}{}", t.block_q, t.block_k, t.num_warps,
+                     t.stages, t.wgmma ? " wgmma" : "");
 }
 
 std::string rope_mode_line(Target target, ScoreKind score, RopeMode mode) {

@@ -16,7 +16,10 @@ inline constexpr int kCudaSmemLimit = 227 * 1024;
 // rows padded by 8 elements, 2-byte elements; kernels that rotate or prune pairs stage their
 // per-pair RoPE tables too (8-byte turn + 4-byte limit per pair). The one formula for both the
 // tile pass's checks and the launch (codegen::cuda::shared_memory_bytes).
+// The wgmma form stores tiles unpadded (swizzled) plus 1 KB of slack to align them and 64 B
+// for its TMA barriers.
 constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim, bool rope_tables = false) {
+  if (t.wgmma) return (t.block_q + 2 * t.stages * t.block_k) * head_dim * 2 + 1024 + 64;
   return (t.block_q + 2 * t.stages * t.block_k) * (head_dim + 8) * 2 + (rope_tables ? (head_dim / 2) * 12 : 0);
 }
 
@@ -147,6 +150,42 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
     t.key_warps = 1;
     t.block_k = head_dim > 128 ? 32 : 64;
   }
+  return t;
+}
+
+// Hopper (sm_90 and newer, compiled as sm_90a): the prefill tile's two matrix products become
+// warpgroup MMAs (attention_fwd.cuh, Spec::kWgmma): two warpgroups of 64 rows each issue
+// S = Q K^T (m64nBNk16, Q and K from swizzled smem) and O += P V (m64nDk16, P from registers).
+// wgmma keeps no Q or K fragments in registers and issues one instruction per 16 dims where
+// mma.sync issued BN/8 of them plus ldmatrix, so the tensor cores stay busier at the same tile.
+//  - Covered: D 64 and 128 (whole 64-element swizzle blocks, N <= 128), every mask and modifier,
+//    ReLU, documents, paged K/V, block-sparse, and rope in prerotate placement (the plain kernel).
+//  - Not covered (keep mma.sync): in-kernel RoPE (fused rotation and rope_window read the padded
+//    layout), the decode tiles (16/64 rows), D 96 and 256.
+//  - Each warpgroup overlaps its softmax of tile j with the P V product of tile j - 1
+//    (fwd_wgmma.cuh), which needs three K/V stages: 225 KB at D = 128, block_k 128.
+//  - block_k 128, or 64 where per-cell work (modifiers, ReLU) would push S + O past the register
+//    budget at D = 128 (the same line the mma.sync tile draws). Block-sparse keeps the tile's
+//    block_k so that masks built for it stay multiples of it.
+constexpr bool cuda_wgmma_eligible(const KernelSpec& s) {
+  const bool rope_in_kernel =
+      s.score == ScoreKind::RopeWindow || (s.score == ScoreKind::Rope && s.rope_mode != RopeMode::Prerotate);
+  return (s.head_dim == 64 || s.head_dim == 128) && (s.dtype == DType::BF16 || s.dtype == DType::F16) &&
+         !s.tile.pack_gqa && s.tile.key_warps == 1 && !rope_in_kernel;
+}
+
+constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
+  if (arch < 90 || !cuda_wgmma_eligible(s)) return s.tile;
+  TileConfig t = s.tile;
+  const bool per_cell_work = s.modifiers.size() > 0 || s.norm == NormKind::ReluAttention;
+  t.wgmma = true;
+  t.block_q = 128;
+  t.num_warps = 8;
+  t.stages = 3;  // fwd_wgmma.cuh: V of tile j - 1 is still read while tile j + 1 loads
+  // (D = 64 with three modifiers at block_k 128 spills 60 B: 64 too.)
+  const bool heavy = per_cell_work && (s.head_dim == 128 || s.modifiers.size() >= 3);
+  if (!s.masks.has(MaskKind::BlockSparse)) t.block_k = heavy ? 64 : 128;
+  else if (t.block_k != 64) t.block_k = 128;
   return t;
 }
 

@@ -29,6 +29,7 @@
 #include "runtime/nvrtc.hpp"
 #include "runtime/rope_args.hpp"
 #include "runtime/stream_workspace.hpp"
+#include "runtime/tma.hpp"
 
 namespace attnfuse::runtime {
 namespace {
@@ -49,7 +50,8 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.tile.key_warps > 1), 1);  // the narrow decode tile
   put(static_cast<uint64_t>(s.tile.stages), 3);
   put(static_cast<uint64_t>(s.dtype), 2);
-  put(static_cast<uint64_t>(s.head_dim), 10);
+  put(static_cast<uint64_t>(s.head_dim), 9);            // <= 256
+  put(static_cast<uint64_t>(s.tile.wgmma), 1);          // the Hopper form
   put(static_cast<uint64_t>(arch), 8);
   put(static_cast<uint64_t>(s.rope_mode), 2);         // the module of a resolved mode
   put(static_cast<uint64_t>(s.scalars.rope.style), 1);  // neox/gptj pairing is compiled in
@@ -69,9 +71,10 @@ std::string describe(const KernelSpec& s) {
                                ? ""
                                : fmt::format(" ({} {})", rope_style_name(s.scalars.rope.style),
                                              rope_mode_name(s.rope_mode));
-  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}", score_kind_name(s.score), rope,
+  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}", score_kind_name(s.score), rope,
                      norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
                      dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
+                     s.tile.wgmma ? " wgmma" : "",
                      s.tile.pack_gqa ? " decode" : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
 }
 
@@ -126,6 +129,16 @@ const std::optional<TileConfig>& tile_override() {
   return t;
 }
 
+// ATTNFUSE_CUDA_WGMMA=0 keeps Hopper on the mma.sync form of the prefill kernel (A/B benchmarks,
+// and a way around a suspected wgmma problem); read once per process.
+bool wgmma_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("ATTNFUSE_CUDA_WGMMA");
+    return !(env && std::string(env) == "0");
+  }();
+  return on;
+}
+
 // ATTNFUSE_CUDA_DECODE_TILE=block_q,block_k,num_warps,stages replaces the decode variant's tile:
 // the knob of the decode tile sweep (bench/), read once per process.
 const std::optional<TileConfig>& decode_tile_override() {
@@ -176,6 +189,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv)
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
+  if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());
   return r;
 }
 
@@ -459,6 +473,11 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.k_stride[0] = Hkv * Nk * D, p.k_stride[1] = Nk * D, p.k_stride[2] = D;
   }
 
+  if (codegen::cuda::uses_tma(m.spec) && tma_enabled()) {
+    const int bn = m.spec.tile.block_k;
+    p.tma_kv = encode_tile_map(p.tma_k, p.k, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.k_stride, bn) &&
+               encode_tile_map(p.tma_v, p.v, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.v_stride, bn);
+  }
   p.num_splits = pl.num_splits;
   const int64_t rows = B * Hq * Nq;
   if (pl.num_splits > 1) {

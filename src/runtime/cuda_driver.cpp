@@ -68,6 +68,8 @@ Loaded load() {
             resolve(lib, a.cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}, e) &&
             resolve(lib, a.cuGetErrorString, {"cuGetErrorString"}, e);
   if (!ok) return L;
+  std::string optional_missing;
+  resolve(lib, a.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, optional_missing);
   if (a.cuInit(0) != 0) {
     e = "cuInit failed (driver present but no usable GPU)";
     return L;

@@ -63,6 +63,10 @@ struct DriverApi {
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  // Optional (null on drivers before CUDA 12): Hopper tensor maps (runtime/tma.hpp).
+  CUresult (*cuTensorMapEncodeTiled)(void* map, int dtype, unsigned rank, void* base, const uint64_t* dims,
+                                     const uint64_t* strides, const unsigned* box, const unsigned* element_strides,
+                                     int interleave, int swizzle, int l2_promotion, int oob_fill) = nullptr;
 };
 
 // The loaded driver with device 0's primary context current on the calling thread.

@@ -23,6 +23,7 @@ struct Golden {
   int head_dim;
   RopeMode rope_mode = RopeMode::Auto;
   bool decode_paged = false;  // the decode variant (GQA-packed tile) reading a paged K/V cache
+  int arch = 80;              // 90: the tile the runtime builds on Hopper (the wgmma form)
 };
 
 const Golden kGolden[] = {
@@ -41,6 +42,10 @@ const Golden kGolden[] = {
      DType::BF16, 128},
     {"block_sparse_alibi_fp16_d64", "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V",
      DType::F16, 64},
+    {"causal_sm90_bf16_d128", "softmax(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 128, RopeMode::Auto,
+     false, 90},
+    {"document_alibi_sm90_fp16_d64", "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V", DType::F16,
+     64, RopeMode::Auto, false, 90},
 };
 
 std::string read(const std::string& path) {
@@ -59,6 +64,7 @@ TEST(GoldenSource, EmitterOutputMatchesCommittedFiles) {
       spec.tile = passes::cuda_decode_tile(g.head_dim, 16);
       spec.kv_layout = KvLayout::Paged;
     }
+    spec.tile = passes::cuda_arch_tile(spec, g.arch);
     const std::string got = std::string("// program: ") + g.program + "\n" + codegen::cuda::emit_forward(spec);
     const std::string path = std::string(ATTNFUSE_SOURCE_DIR) + "/tests/codegen/golden/" + g.name + ".cu";
     if (update) std::ofstream(path) << got;

@@ -107,6 +107,7 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
         KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
         if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows);
         if (v.paged) spec.kv_layout = KvLayout::Paged;
+        spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
       } catch (const std::exception& e) {
@@ -157,6 +158,23 @@ TEST(NvrtcCompile, PtxForOtherArchitectures) {
   EXPECT_NE(ptx.find("ldmatrix.sync.aligned.m8n8.x4.trans"), std::string::npos);
   EXPECT_NE(ptx.find("cp.async.cg.shared.global"), std::string::npos);
   EXPECT_NE(ptx.find("ex2.approx"), std::string::npos);
+}
+
+// On sm_90 the prefill tile takes the wgmma form: warpgroup MMAs, K/V by the copy engine on an
+// mbarrier, no mma.sync left in the forward kernel.
+TEST(NvrtcCompile, HopperPtxUsesWarpgroupMmaAndTma) {
+  std::string why;
+  if (!runtime::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  KernelSpec spec = Program::parse("softmax(causal(scaled_dot_product(Q, K))) @ V").compile({Target::Cuda, DType::BF16, 128});
+  spec.tile = passes::cuda_arch_tile(spec, 90);
+  ASSERT_TRUE(spec.tile.wgmma);
+  const auto r = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "ptx", 90, runtime::NvrtcOutput::Ptx);
+  const std::string ptx(r.binary.data());
+  EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
+  EXPECT_NE(ptx.find("mbarrier.try_wait.parity"), std::string::npos);
+  EXPECT_NE(ptx.find("fence.proxy.async"), std::string::npos);
+  EXPECT_EQ(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
 }
 
 TEST(NvrtcCompile, FailureReportsLogAndSavedSource) {

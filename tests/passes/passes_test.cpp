@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "attnfuse/error.hpp"
+#include "attnfuse/program.hpp"
 #include "ir/verifier.hpp"
 #include "pass_helpers.hpp"
 #include "passes/fuse.hpp"
@@ -141,6 +142,45 @@ TEST(TileSizes, CudaChoicesFitTheTemplate) {
   three.push(ModifierKind::AdditiveBias);
   three.push(ModifierKind::Softcap);
   EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::ScaledDot, three).block_k, 32);
+}
+
+// Hopper: the prefill tile of D 64 / 128 takes the wgmma form (3 stages, 8 warps, 128 rows) and
+// fits the 227 KB of shared memory; in-kernel RoPE, decode tiles and other head dims keep
+// mma.sync, and sm_80 never changes.
+TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
+  auto spec = [](const char* program, int d, RopeMode mode = RopeMode::Auto) {
+    return Program::parse(program).compile({Target::Cuda, DType::BF16, d, mode});
+  };
+  const char* causal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
+  for (int d : {64, 128}) {
+    const KernelSpec s = spec(causal, d);
+    const TileConfig t = passes::cuda_arch_tile(s, 90);
+    EXPECT_TRUE(t.wgmma) << d;
+    EXPECT_EQ(t.block_q, 128);
+    EXPECT_EQ(t.block_k, 128);
+    EXPECT_EQ(t.num_warps, 8);
+    EXPECT_EQ(t.stages, 3);
+    EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit) << d;
+    EXPECT_EQ(passes::cuda_arch_tile(s, 80), s.tile) << "sm_80 keeps the mma.sync tile";
+  }
+  EXPECT_EQ(passes::cuda_arch_tile(spec("softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", 128), 90).block_k, 64);
+  EXPECT_EQ(passes::cuda_arch_tile(
+                spec("softmax(softcap(additive_bias(alibi(causal(scaled_dot_product(Q, K)))), 30)) @ V", 64), 90)
+                .block_k,
+            64);
+  EXPECT_FALSE(passes::cuda_arch_tile(spec(causal, 96), 90).wgmma);
+  EXPECT_FALSE(passes::cuda_arch_tile(spec(causal, 256), 90).wgmma);
+  const char* rope = "softmax(causal(rope(Q, K))) @ V";
+  EXPECT_FALSE(passes::cuda_arch_tile(spec(rope, 128, RopeMode::Fused), 90).wgmma) << "rotation reads padded tiles";
+  EXPECT_FALSE(passes::cuda_arch_tile(spec(rope, 128, RopeMode::Auto), 90).wgmma);
+  EXPECT_TRUE(passes::cuda_arch_tile(spec(rope, 128, RopeMode::Prerotate), 90).wgmma);
+  EXPECT_FALSE(passes::cuda_arch_tile(spec("softmax(causal(rope_window(Q, K, k=1))) @ V", 128), 90).wgmma);
+  KernelSpec decode = spec(causal, 128);
+  decode.tile = passes::cuda_decode_tile(128, 16);
+  EXPECT_FALSE(passes::cuda_arch_tile(decode, 90).wgmma);
+  // Block-sparse keeps the tile's key width, so masks built for it stay multiples of it.
+  const KernelSpec sparse = spec("softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 64);
+  EXPECT_EQ(passes::cuda_arch_tile(sparse, 90).block_k, sparse.tile.block_k);
 }
 
 TEST(Tile, TakesTargetDtypeHeadDimAndRejectsBadOnes) {

@@ -51,6 +51,10 @@ int shared_memory_bytes(const KernelSpec& spec) {
   return passes::cuda_smem_bytes(spec.tile, spec.head_dim, tables);
 }
 
+bool uses_tma(const KernelSpec& spec) {
+  return spec.tile.wgmma && spec.kv_layout == KvLayout::Contiguous && !spec.masks.has(MaskKind::Document);
+}
+
 bool rotates_in_kernel(const KernelSpec& spec) {
   return spec.score != ScoreKind::ScaledDot && spec.rope_mode != RopeMode::Prerotate;
 }
@@ -119,6 +123,10 @@ struct Spec {{
   static constexpr bool kPagedKV = {paged};
   static constexpr bool kBlockSparse = {block_sparse};
   static constexpr bool kPackGqa = {pack_gqa};
+  // Hopper: the two matrix products as warpgroup MMAs on swizzled tiles.
+  static constexpr bool kWgmma = {wgmma};
+  // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
+  static constexpr bool kTmaKV = {tma};
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {{
@@ -140,6 +148,7 @@ extern "C" __global__ void __launch_bounds__({threads}, 1)
       fmt::arg("document", spec.masks.has(MaskKind::Document)),
       fmt::arg("paged", spec.kv_layout == KvLayout::Paged),
       fmt::arg("block_sparse", spec.masks.has(MaskKind::BlockSparse)), fmt::arg("pack_gqa", spec.tile.pack_gqa),
+      fmt::arg("wgmma", spec.tile.wgmma), fmt::arg("tma", uses_tma(spec)),
       fmt::arg("d", spec.head_dim), fmt::arg("bm", spec.tile.block_q),
       fmt::arg("bn", spec.tile.block_k), fmt::arg("warps", spec.tile.num_warps), fmt::arg("stages", spec.tile.stages),
       fmt::arg("key_warps", spec.tile.key_warps),

@@ -39,6 +39,9 @@ void check_supported(const KernelSpec& spec);
 // Threads per block and dynamic shared memory of the emitted kernel (host side of the launch).
 int threads_per_block(const KernelSpec& spec);
 int shared_memory_bytes(const KernelSpec& spec);
+// True when the wgmma kernel can take K/V tiles by TMA (contiguous K/V without documents; the
+// host still encodes the tensor maps per call and falls back to cp.async where they fail).
+bool uses_tma(const KernelSpec& spec);
 // True when the forward kernel rotates Q and K itself (rope programs not in prerotate mode).
 bool rotates_in_kernel(const KernelSpec& spec);
 

@@ -31,6 +31,10 @@ struct Spec {
   static constexpr bool kPagedKV = false;
   static constexpr bool kBlockSparse = true;
   static constexpr bool kPackGqa = false;
+  // Hopper: the two matrix products as warpgroup MMAs on swizzled tiles.
+  static constexpr bool kWgmma = false;
+  // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
+  static constexpr bool kTmaKV = false;
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {

@@ -1,5 +1,7 @@
 // The fused forward attention kernel for sm_80 and newer (mma.sync m16n8k16, ldmatrix,
-// a cp.async K/V pipeline of Spec::kStages stages, online softmax in the exp2 domain). It is a template over a Spec
+// a cp.async K/V pipeline of Spec::kStages stages, online softmax in the exp2 domain). On Hopper
+// (Spec::kWgmma, sm_90a) the same template runs its two matrix products as warpgroup MMAs
+// (wgmma.cuh) on 128-byte swizzled tiles; everything between them is shared. It is a template over a Spec
 // that codegen emits: the Spec carries the structure (element type, head dim, tile shape, which
 // masks, which normalization) as constants and the score modifiers as one small hook body.
 // RoPE (rope.cuh) enters at three points: Q and K tiles rotated in shared memory (fused
@@ -12,6 +14,7 @@
 #include "params.cuh"
 #include "primitives.cuh"
 #include "rope.cuh"
+#include "wgmma.cuh"
 #include "work.cuh"
 
 namespace attnfuse_kernels {
@@ -32,8 +35,12 @@ struct CellCtx {
   const float* bias_row;  // additive_bias: row i of this (b, h)'s bias, or null
 };
 
+template <class Kernel>
+struct WgmmaMainloop;  // fwd_wgmma.cuh: the Hopper loop over key tiles
+
 template <class Spec>
 struct FwdKernel {
+  using SpecType = Spec;
   using Element = typename Spec::Element;
   using Traits = ElementTraits<Element>;
   using W = Work<Spec>;
@@ -51,6 +58,12 @@ struct FwdKernel {
   static constexpr int kBNW = kBN / kKeyWarps;  // keys per warp per tile
   static constexpr int kAtoms = kBM / (16 * kRowWarps);  // 16-row MMA atoms per warp
   static constexpr int kStride = kD + 8;  // smem row pitch (elements): +16 B spreads ldmatrix rows over banks
+  // Hopper: each warpgroup (4 warps, 64 rows) issues S = Q K^T and O += P V as wgmma; tiles are
+  // stored swizzled instead of padded (wgmma.cuh). The mma.sync-only features (in-kernel RoPE
+  // tables, decode tiles) read the padded layout, so the tile pass never pairs them with kWgmma.
+  static constexpr bool kWgmma = Spec::kWgmma;
+  static constexpr int kPitch = kWgmma ? kD : kStride;  // elements per tile row in smem
+  static constexpr int kQTile = kBM * kPitch, kKVTile = kBN * kPitch;
   static constexpr int kDT = kD / 8;      // 8-wide tiles along D
   static constexpr int kNT = kBNW / 8;    // 8-wide tiles along the warp's keys
   static_assert(kWarps % kKeyWarps == 0 && kBM % (16 * kRowWarps) == 0, "block_m must be a multiple of 16 * row warps");
@@ -90,7 +103,21 @@ struct FwdKernel {
   static constexpr int kStages = Spec::kStages;
   static_assert(kStages >= 2 && (!kPairWindow || kStages == 2), "rope_window pipelines two K/V stages");
 
-  static constexpr int smem_bytes() { return (kBM + 2 * kStages * kBN) * kStride * 2 + kTableBytes; }
+  static_assert(!kWgmma || (kD % 64 == 0 && kD <= 128 && kBM == 128 && kWarps == 8 && kKeyWarps == 1 &&
+                             !kTables && !W::kPack && (kBN == 64 || kBN == 128) && kStages == 3),
+                "the wgmma form covers the 128-row prefill tile, D 64 or 128, without in-kernel RoPE");
+  // 1 KB of slack for the wgmma form: its swizzle atoms need 1024-byte alignment (run() aligns);
+  // then its TMA barriers, one per K/V stage, after the tiles.
+  static constexpr int smem_bytes() {
+    return (kBM + 2 * kStages * kBN) * kPitch * 2 + kTableBytes + (kWgmma ? 1024 + 64 : 0);
+  }
+
+  // Element offset of 8-element chunk ch of row r in a kRows-row tile.
+  template <int kRows>
+  static __device__ __forceinline__ int chunk_offset(int r, int ch) {
+    if constexpr (kWgmma) return sw128_offset<kRows>(r, ch);
+    else return r * kStride + ch * 8;
+  }
 
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
   // when the block is full) and the block's origin.
@@ -110,7 +137,7 @@ struct FwdKernel {
       const int r = c / kChunks, ch = c % kChunks;
       const Element* row = row_ptr(r);
       const bool ok = row != nullptr && ((need8 >> ch) & 1u);
-      cp_async_16(smem_addr(smem + r * kStride + ch * 8), ok ? static_cast<const void*>(row + ch * 8) : base,
+      cp_async_16(smem_addr(smem + chunk_offset<kRows>(r, ch)), ok ? static_cast<const void*>(row + ch * 8) : base,
                   ok ? 16 : 0);
     }
   }
@@ -129,9 +156,9 @@ struct FwdKernel {
         const bool in = j < w.len_k;
         if (in) w.page_offsets(p, j, ko, vo);
         const bool kin = in && ((need8 >> ch) & 1u);
-        cp_async_16(smem_addr(k_dst + r * kStride + ch * 8),
+        cp_async_16(smem_addr(k_dst + chunk_offset<kBN>(r, ch)),
                     kin ? static_cast<const void*>(static_cast<const Element*>(p.k) + ko + ch * 8) : p.k, kin ? 16 : 0);
-        cp_async_16(smem_addr(v_dst + r * kStride + ch * 8),
+        cp_async_16(smem_addr(v_dst + chunk_offset<kBN>(r, ch)),
                     in ? static_cast<const void*>(static_cast<const Element*>(p.v) + vo + ch * 8) : p.v, in ? 16 : 0);
       }
       return;
@@ -237,12 +264,15 @@ struct FwdKernel {
 
   // Scores -> probabilities for one key tile: online softmax (exp2 domain) or ReLU. kMask is
   // false for tiles wholly inside every mask, which then run without a per-cell check.
-  template <bool kMask>
+  // kDeferRescale (the wgmma mainloop, whose O is still being accumulated asynchronously): the
+  // factors that rescale O go to `alpha_out` (atom a, half hf at a * 2 + hf) instead.
+  template <bool kMask, bool kDeferRescale = false>
   static __device__ __forceinline__ void scores_to_probs(const FwdParams& p, const W& w, const BlockCells& cells,
                                                          float (&acc_s)[kAtoms][kNT][4],
                                                          float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
                                                          float (&row_l)[kAtoms][2], int n0, int warp,
-                                                         int kn, int g, int t, float slope) {
+                                                         int kn, int g, int t, float slope,
+                                                         float* alpha_out = nullptr) {
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
 #pragma unroll
@@ -312,53 +342,25 @@ struct FwdKernel {
               sum += pr;
             }
           row_l[a][hf] = row_l[a][hf] * alpha + sum;
+          if constexpr (kDeferRescale) {
+            alpha_out[a * 2 + hf] = alpha;
+          } else {
 #pragma unroll
-          for (int d = 0; d < kDT; ++d) {
-            acc_o[a][d][2 * hf] *= alpha;
-            acc_o[a][d][2 * hf + 1] *= alpha;
+            for (int d = 0; d < kDT; ++d) {
+              acc_o[a][d][2 * hf] *= alpha;
+              acc_o[a][d][2 * hf + 1] *= alpha;
+            }
           }
         }
       }
     }
   }
 
-  // One key tile (iteration it of the block's list): wait for it, prefetch the tile kStages - 1
-  // ahead into the stage computed last, S = Q K^T, scores -> probabilities, O += P V. A template on kMask so that the
-  // steps over tiles wholly inside the masks are straight-line code with no per-cell check (the
-  // scheduler can then hoist the V fragment loads over the softmax).
-  template <bool kMask, int kLevel>
-  static __device__ __forceinline__ void step(const FwdParams& p, const W& w, const RopeTables& rt, int it,
-                                              const Element* sQ, Element* sK, Element* sV, bool warp_active,
-                                              int warp, int kn, int lane, int g, int t, float slope,
-                                              Plan& plan, float (&acc_o)[kAtoms][kDT][4],
-                                              float (&row_m)[kAtoms][2], float (&row_l)[kAtoms][2]) {
-    const int rel = it - w.it_begin;
-    const int stage = rel % kStages;
-    const int nb = w.tile(p, it);
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile nb is in smem, and every warp is done with the stage loaded next
-    Plan next = plan;
-    if (it + kStages - 1 < w.it_end) {
-      const int nb_next = w.tile(p, it + kStages - 1);
-      const int to = (rel + kStages - 1) % kStages;
-      if constexpr (kPairWindow) next = plan_of(w, rt, nb_next);
-      load_kv(p, w, sK + to * kBN * kStride, sV + to * kBN * kStride, nb_next, kPairWindow ? next.need8 : 0xffffffffu);
-    }
-    cp_async_commit();  // one group per step, empty or not, so the wait count above holds
-    Element* k_tile = sK + stage * kBN * kStride;
-    const Element* v_tile = sV + stage * kBN * kStride;
-    const int n0 = nb * kBN;
-    if constexpr (kRotate) {
-      rotate_k_tile(rt, k_tile, n0);
-      __syncthreads();  // the rotated K tile is visible to every warp
-    }
-    if (!warp_active) {  // decode tiles: warps whose rows are all padding only help load
-      if constexpr (kPairWindow) plan = next;
-      return;
-    }
-
-    // S = Q K^T for this warp's rows.
-    float acc_s[kAtoms][kNT][4];
+  // S = Q K^T for this warp's rows with mma.sync: Q and K fragments through ldmatrix from the
+  // padded tiles; rope_window masks the Q fragments of dead pairs and kLevel skips pruned chunks.
+  template <int kLevel>
+  static __device__ __forceinline__ void qk_mma(const Element* sQ, const Element* k_tile, int warp, int kn, int lane,
+                                                int t, const Plan& plan, float (&acc_s)[kAtoms][kNT][4]) {
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
@@ -385,19 +387,11 @@ struct FwdKernel {
         }
       }
     }
+  }
 
-    if constexpr (kPairWindow) {
-      if (plan.boundary[0] | plan.boundary[1] | plan.boundary[2] | plan.boundary[3])
-        add_boundary_terms(w, rt, acc_s, plan, sQ, k_tile, n0, warp, kn, g, t);
-      plan = next;
-    }
-
-    // Scores -> probabilities (per-cell mask checks only in kMask steps).
-    BlockCells cells{nullptr, 0, 0};
-    if constexpr (Spec::kBlockSparse && kMask) cells = {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
-    scores_to_probs<kMask>(p, w, cells, acc_s, acc_o, row_m, row_l, n0, warp, kn, g, t, slope);
-
-    // O += P V: the S accumulators are already laid out as the A operand of the next MMA.
+  // O += P V with mma.sync: the S accumulators are already laid out as the A operand.
+  static __device__ __forceinline__ void pv_mma(const Element* v_tile, int kn, int lane,
+                                                const float (&acc_s)[kAtoms][kNT][4], float (&acc_o)[kAtoms][kDT][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBNW / 16; ++kk) {
       u32 pa[kAtoms][4];
@@ -420,6 +414,60 @@ struct FwdKernel {
         }
       }
     }
+  }
+
+  // One key tile (iteration it of the block's list): wait for it, prefetch the tile kStages - 1
+  // ahead into the stage computed last, S = Q K^T, scores -> probabilities, O += P V. A template on kMask so that the
+  // steps over tiles wholly inside the masks are straight-line code with no per-cell check (the
+  // scheduler can then hoist the V fragment loads over the softmax).
+  template <bool kMask, int kLevel>
+  static __device__ __forceinline__ void step(const FwdParams& p, const W& w, const RopeTables& rt, int it,
+                                              const Element* sQ, Element* sK, Element* sV, bool warp_active,
+                                              int warp, int kn, int lane, int g, int t, float slope,
+                                              Plan& plan, float (&acc_o)[kAtoms][kDT][4],
+                                              float (&row_m)[kAtoms][2], float (&row_l)[kAtoms][2]) {
+    const int rel = it - w.it_begin;
+    const int stage = rel % kStages;
+    const int nb = w.tile(p, it);
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile nb is in smem, and every warp is done with the stage loaded next
+    Plan next = plan;
+    if (it + kStages - 1 < w.it_end) {
+      const int nb_next = w.tile(p, it + kStages - 1);
+      const int to = (rel + kStages - 1) % kStages;
+      if constexpr (kPairWindow) next = plan_of(w, rt, nb_next);
+      load_kv(p, w, sK + to * kKVTile, sV + to * kKVTile, nb_next, kPairWindow ? next.need8 : 0xffffffffu);
+    }
+    cp_async_commit();  // one group per step, empty or not, so the wait count above holds
+    Element* k_tile = sK + stage * kKVTile;
+    const Element* v_tile = sV + stage * kKVTile;
+    const int n0 = nb * kBN;
+    if constexpr (kRotate) {
+      rotate_k_tile(rt, k_tile, n0);
+      __syncthreads();  // the rotated K tile is visible to every warp
+    }
+    if (!warp_active) {  // decode tiles: warps whose rows are all padding only help load
+      if constexpr (kPairWindow) plan = next;
+      return;
+    }
+
+    // S = Q K^T for this warp's rows.
+    float acc_s[kAtoms][kNT][4];
+    qk_mma<kLevel>(sQ, k_tile, warp, kn, lane, t, plan, acc_s);
+
+    if constexpr (kPairWindow) {
+      if (plan.boundary[0] | plan.boundary[1] | plan.boundary[2] | plan.boundary[3])
+        add_boundary_terms(w, rt, acc_s, plan, sQ, k_tile, n0, warp, kn, g, t);
+      plan = next;
+    }
+
+    // Scores -> probabilities (per-cell mask checks only in kMask steps).
+    BlockCells cells{nullptr, 0, 0};
+    if constexpr (Spec::kBlockSparse && kMask) cells = {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
+    scores_to_probs<kMask>(p, w, cells, acc_s, acc_o, row_m, row_l, n0, warp, kn, g, t, slope);
+
+    // O += P V.
+    pv_mma(v_tile, kn, lane, acc_s, acc_o);
   }
 
   // Epilogue: normalise and write O (and LSE) of this thread's rows (row_l already summed over
@@ -522,14 +570,15 @@ struct FwdKernel {
   }
 
   static __device__ void run(const FwdParams& p, char* smem_raw) {
+    if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
-    Element* sK = sQ + kBM * kStride;  // kStages stages
-    Element* sV = sK + kStages * kBN * kStride;
+    Element* sK = sQ + kQTile;  // kStages stages
+    Element* sV = sK + kStages * kKVTile;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
     RopeTables rt{};
     if constexpr (kTables) {
-      rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + kStages * kBN * kStride));
+      rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + kStages * kKVTile));
       __syncthreads();  // the pair plan below reads the staged limits
     }
     const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -557,12 +606,12 @@ struct FwdKernel {
     const bool any = w.it_begin < w.it_end;
     if (kPairWindow && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
     load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
-    if (any) load_kv(p, w, sK, sV, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu);
-    cp_async_commit();
+    if (any && !kWgmma) load_kv(p, w, sK, sV, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu);
+    cp_async_commit();  // the wgmma loop loads its own K/V tiles (by TMA where it can)
 #pragma unroll
-    for (int s = 1; s < kStages - 1; ++s) {  // the rest of the pipeline's first tiles, a group each
+    for (int s = 1; s < kStages - 1 && !kWgmma; ++s) {  // the rest of the pipeline's first tiles, a group each
       if (w.it_begin + s < w.it_end)
-        load_kv(p, w, sK + s * kBN * kStride, sV + s * kBN * kStride, w.tile(p, w.it_begin + s), 0xffffffffu);
+        load_kv(p, w, sK + s * kKVTile, sV + s * kKVTile, w.tile(p, w.it_begin + s), 0xffffffffu);
       cp_async_commit();
     }
     if constexpr (kRotate) {
@@ -580,7 +629,8 @@ struct FwdKernel {
           rt);
     }
 
-    for (int it = w.it_begin; it < w.it_end; ++it) {
+    if constexpr (kWgmma) WgmmaMainloop<FwdKernel>::run(p, w, sQ, sK, sV, warp, g, t, slope, acc_o, row_m, row_l);
+    else for (int it = w.it_begin; it < w.it_end; ++it) {
       const int n0 = w.tile(p, it) * kBN;
       bool inside = w.tile_inside(p, n0);
       if constexpr (Spec::kBlockSparse) inside = inside && w.cell_bits(p, it) == nullptr;
@@ -611,3 +661,5 @@ struct FwdKernel {
 };
 
 }  // namespace attnfuse_kernels
+
+#include "fwd_wgmma.cuh"

@@ -94,6 +94,14 @@ struct FwdParams {
   const af_i64* bs_bits_ptr;
   const unsigned long long* bs_bits;
   int bs_block_q, bs_block_k, bs_nqb, bs_batch, bs_heads;
+
+  // Hopper (Spec::kTmaKV, used when tma_kv != 0): tensor maps (CUtensorMap: 128 bytes, 64-byte
+  // aligned) of K and V as 4-D [B, Hkv, Nk, D] tensors read in boxes of block_k rows x 64 dims,
+  // 128-byte swizzled, rows past Nk zero-filled. The host encodes them per call; where the
+  // tensors do not meet the copy engine's rules it leaves tma_kv = 0 and cp.async loads instead.
+  int tma_kv;
+  alignas(64) unsigned char tma_k[128];
+  alignas(64) unsigned char tma_v[128];
 };
 
 // The split-KV combine kernel (combine.cuh): one warp per output row (b, h, i).

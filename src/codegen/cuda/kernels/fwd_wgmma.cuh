@@ -1,0 +1,209 @@
+// The Hopper loop over key tiles of the forward kernel (Spec::kWgmma, sm_90a). FwdKernel::run
+// loads Q and the first tiles, then hands its accumulators here; the masks, modifier hooks,
+// online softmax and epilogue are FwdKernel's own.
+//
+// Each warpgroup (4 warps, 64 query rows) overlaps its softmax with its tensor-core work:
+// iteration j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back (both asynchronous),
+// waits for S_j only, turns it into probabilities while the P V product still runs, and waits for
+// that product before rescaling O by the new row maxima (FlashAttention-3's intra-warpgroup
+// overlap). V_{j-1} is still being read during iteration j, so the K/V pipeline has three
+// stages: tile j + 1 loads into the stage of tile j - 2, which every warpgroup finished with
+// before the barrier that opens iteration j.
+//
+// K/V tiles arrive by TMA (Spec::kTmaKV with FwdParams::tma_kv: one thread issues two boxes of
+// 64 dims per 64-dim column block, landing already swizzled, and every thread waits on the
+// stage's mbarrier) or, where the host found no valid tensor map (paged caches, documents,
+// strides the copy engine cannot take), by cp.async from every thread as on sm_80.
+#pragma once
+
+namespace attnfuse_kernels {
+
+template <class Kernel>
+struct WgmmaMainloop {
+  using Element = typename Kernel::Element;
+  using Traits = typename Kernel::Traits;
+  using W = typename Kernel::W;
+  using BlockCells = typename Kernel::BlockCells;
+  static constexpr int kBM = Kernel::kBM, kBN = Kernel::kBN, kD = Kernel::kD;
+  static constexpr int kNT = Kernel::kNT, kDT = Kernel::kDT, kKVTile = Kernel::kKVTile;
+  static_assert(Kernel::kAtoms == 1 && Kernel::kStages == 3, "the wgmma loop runs one 16-row atom per warp, 3 stages");
+
+  // S = Q K^T for warpgroup wg's 64 rows: one m64nBNk16 wgmma per 16 dims, Q and K read K-major
+  // from their swizzled tiles (the first k step overwrites S). Issued and committed, not waited.
+  static __device__ __forceinline__ void issue_qk(const Element* sQ, const Element* k_tile, int wg,
+                                                  float (&s)[kNT][4]) {
+    const u32 q_base = smem_addr(sQ) + wg * 64 * 128, k_base = smem_addr(k_tile);
+    fence_operands(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const u32 col = (kk & 3) * 32;  // bytes into the 64-dim column block
+      wgmma_ss<Element, kBN>(s, sw128_desc(q_base + (kk >> 2) * kBM * 128 + col, 16, 1024),
+                             sw128_desc(k_base + (kk >> 2) * kBN * 128 + col, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+  }
+
+  // O += P V: P from registers (A fragments), V read MN-major from its swizzled tile, one
+  // m64nDk16 wgmma per 16 keys. Issued and committed, not waited.
+  static __device__ __forceinline__ void issue_pv(const Element* v_tile, const u32 (&pa)[kBN / 16][4],
+                                                  float (&o)[kDT][4]) {
+    const u32 v_base = smem_addr(v_tile);
+    fence_operands(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)
+      wgmma_rs<Element, kD>(o, pa[kk], sw128_desc(v_base + kk * 16 * 128, kBN * 128, 1024));
+    wgmma_commit();
+  }
+
+  // Probabilities (fp32 accumulator layout) -> A fragments of the P V product.
+  static __device__ __forceinline__ void pack_p(const float (&s)[kNT][4], u32 (&pa)[kBN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      pa[kk][0] = Traits::pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = Traits::pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = Traits::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = Traits::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+  }
+
+  // The P fragments are read by the asynchronous P V product: keep their registers untouched
+  // until its wait (the compiler sees the asm inputs as consumed at issue).
+  static __device__ __forceinline__ void fence_p(u32 (&pa)[kBN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kk][e])::"memory");
+  }
+
+  // Scores of key tile `it` (in s) -> probabilities, with per-cell checks only on tiles that
+  // cross a mask edge; the O rescale factors go to alpha.
+  static __device__ __forceinline__ void softmax(const FwdParams& p, const W& w, int it, float (&s)[1][kNT][4],
+                                                 float (&acc_o)[1][kDT][4], float (&row_m)[1][2],
+                                                 float (&row_l)[1][2], int warp, int g, int t, float slope,
+                                                 float (&alpha)[2]) {
+    const int nb = w.tile(p, it);
+    const int n0 = nb * kBN;
+    alpha[0] = alpha[1] = 1.f;  // ReLU normalisation never rescales
+    bool inside = w.tile_inside(p, n0);
+    BlockCells cells{nullptr, 0, 0};
+    if constexpr (Kernel::SpecType::kBlockSparse) {
+      cells = {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
+      inside = inside && cells.bits == nullptr;
+    }
+    if (inside)
+      Kernel::template scores_to_probs<false, true>(p, w, cells, s, acc_o, row_m, row_l, n0, warp, 0, g, t, slope,
+                                                    alpha);
+    else
+      Kernel::template scores_to_probs<true, true>(p, w, cells, s, acc_o, row_m, row_l, n0, warp, 0, g, t, slope,
+                                                   alpha);
+  }
+
+  static __device__ __forceinline__ void rescale(float (&o)[kDT][4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int d = 0; d < kDT; ++d) {
+      o[d][0] *= alpha[0];
+      o[d][1] *= alpha[0];
+      o[d][2] *= alpha[1];
+      o[d][3] *= alpha[1];
+    }
+  }
+
+  // Loads key tile `it` into stage `stage`: by the copy engine (TMA, one thread, completing on
+  // the stage's barrier) or by every thread with cp.async (one commit group).
+  static __device__ __forceinline__ void load(const FwdParams& p, const W& w, bool tma, u32 bars, Element* sK,
+                                              Element* sV, int it, int stage) {
+    Element* k_dst = sK + stage * kKVTile;
+    Element* v_dst = sV + stage * kKVTile;
+    if constexpr (Kernel::SpecType::kTmaKV) {
+      if (tma) {
+        if (threadIdx.x == 0) {
+          const u32 bar = bars + stage * 8;
+          const int row = w.tile(p, it) * kBN;
+          mbar_expect_tx(bar, 2 * kBN * kD * 2);
+#pragma unroll
+          for (int cb = 0; cb < kD / 64; ++cb) {
+            tma_load_4d(smem_addr(k_dst) + cb * kBN * 128, p.tma_k, bar, cb * 64, row, w.hk, w.b);
+            tma_load_4d(smem_addr(v_dst) + cb * kBN * 128, p.tma_v, bar, cb * 64, row, w.hk, w.b);
+          }
+        }
+        return;
+      }
+    }
+    Kernel::load_kv(p, w, k_dst, v_dst, w.tile(p, it), 0xffffffffu);
+    cp_async_commit();
+  }
+
+  // Waits for the tile of iteration rel (stage rel % 3) and publishes it to every thread.
+  static __device__ __forceinline__ void wait_tile(bool tma, u32 bars, int rel) {
+    if (tma) mbar_wait(bars + (rel % 3) * 8, (rel / 3) & 1);  // the stage's (rel / 3)-th use
+    else cp_async_wait<0>();
+    fence_proxy_async_smem();  // cp.async copies (and Q) become visible to wgmma's async proxy
+    __syncthreads();
+  }
+
+  // On entry: Q is in flight as the only cp.async group (FwdKernel::run). On exit every wgmma and
+  // copy has completed and acc_o / row_m / row_l hold the block's unnormalised state (row_l not
+  // yet quad-summed).
+  static __device__ void run(const FwdParams& p, const W& w, const Element* sQ, Element* sK, Element* sV, int warp,
+                             int g, int t, float slope, float (&acc_o)[1][kDT][4], float (&row_m)[1][2],
+                             float (&row_l)[1][2]) {
+    if (w.it_begin >= w.it_end) return;
+    const int wg = warp / 4;
+    const bool tma = Kernel::SpecType::kTmaKV && p.tma_kv != 0;
+    const u32 bars = smem_addr(sV + 3 * kKVTile);  // one 8-byte barrier per stage
+    if (tma) {
+      if (threadIdx.x == 0) {
+        for (int st = 0; st < 3; ++st) mbar_init(bars + st * 8, 1);
+        mbar_init_fence();
+      }
+      __syncthreads();  // the barriers exist before anyone waits on them
+    }
+    float s[1][kNT][4];
+    u32 pa[kBN / 16][4];
+    float alpha[2];
+
+    // Tiles it_begin and it_begin + 1 start loading; tile it_begin: scores, probabilities and P
+    // fragments (O is still zero: nothing to rescale).
+    load(p, w, tma, bars, sK, sV, w.it_begin, 0);
+    if (w.it_begin + 1 < w.it_end) load(p, w, tma, bars, sK, sV, w.it_begin + 1, 1);
+    else if (!tma) cp_async_commit();  // keep one group per tile for the counts below
+    if (tma) {
+      cp_async_wait<0>();  // Q
+      wait_tile(true, bars, 0);
+    } else {
+      cp_async_wait<1>();  // Q and tile it_begin
+      fence_proxy_async_smem();
+      __syncthreads();
+    }
+    issue_qk(sQ, sK, wg, s[0]);
+    wgmma_wait<0>();
+    fence_operands(s[0]);
+    softmax(p, w, w.it_begin, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
+    pack_p(s[0], pa);
+
+    for (int it = w.it_begin + 1; it < w.it_end; ++it) {
+      const int rel = it - w.it_begin;
+      wait_tile(tma, bars, rel);  // tile it has landed; every warpgroup is done with tile it - 2's stage
+      if (it + 1 < w.it_end) load(p, w, tma, bars, sK, sV, it + 1, (rel + 1) % 3);
+      issue_qk(sQ, sK + (rel % 3) * kKVTile, wg, s[0]);        // S_it
+      issue_pv(sV + ((rel + 2) % 3) * kKVTile, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
+      wgmma_wait<1>();                                          // S_it is done
+      fence_operands(s[0]);
+      softmax(p, w, it, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
+      wgmma_wait<0>();  // the P V product is done: O may be rescaled, P overwritten
+      fence_operands(acc_o[0]);
+      fence_p(pa);
+      rescale(acc_o[0], alpha);
+      pack_p(s[0], pa);
+    }
+    // The last tile's P V.
+    issue_pv(sV + ((w.it_end - 1 - w.it_begin) % 3) * kKVTile, pa, acc_o[0]);
+    wgmma_wait<0>();
+    fence_operands(acc_o[0]);
+    fence_p(pa);
+  }
+};
+
+}  // namespace attnfuse_kernels
