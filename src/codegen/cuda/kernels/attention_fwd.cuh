@@ -283,8 +283,10 @@ struct FwdKernel {
         if constexpr (Spec::kAlibi && W::kPack)
           slope = p.alibi_slopes ? p.alibi_slopes[h] : standard_alibi_slope(h, p.heads_q);
         const float* bias_row = nullptr;
+        // Padding rows of a GQA-packed decode tile map to heads past the group (row_of): only
+        // real rows (r < w.rows) may form a bias pointer.
         if constexpr (Spec::kBias)
-          bias_row = i < w.len_q ? p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] +
+          bias_row = i < w.len_q && acc_row(w, warp, a, g, hf) < w.rows ? p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] +
                                        (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
                                  : nullptr;
         float tile_max = neg_inf();
