@@ -135,14 +135,6 @@ struct WgmmaMainloop {
     cp_async_commit();
   }
 
-  // Waits for the tile of iteration rel (stage rel % 3) and publishes it to every thread.
-  static __device__ __forceinline__ void wait_tile(bool tma, u32 bars, int rel) {
-    if (tma) mbar_wait(bars + (rel % 3) * 8, (rel / 3) & 1);  // the stage's (rel / 3)-th use
-    else cp_async_wait<0>();
-    fence_proxy_async_smem();  // cp.async copies (and Q) become visible to wgmma's async proxy
-    __syncthreads();
-  }
-
   // On entry: Q is in flight as the only cp.async group (FwdKernel::run). On exit every wgmma and
   // copy has completed and acc_o / row_m / row_l hold the block's unnormalised state (row_l not
   // yet quad-summed).
@@ -164,38 +156,40 @@ struct WgmmaMainloop {
     u32 pa[kBN / 16][4];
     float alpha[2];
 
-    // Tiles it_begin and it_begin + 1 start loading; tile it_begin: scores, probabilities and P
-    // fragments (O is still zero: nothing to rescale).
+    // Tiles it_begin and it_begin + 1 start loading (stages 0 and 1).
     load(p, w, tma, bars, sK, sV, w.it_begin, 0);
     if (w.it_begin + 1 < w.it_end) load(p, w, tma, bars, sK, sV, w.it_begin + 1, 1);
     else if (!tma) cp_async_commit();  // keep one group per tile for the counts below
-    if (tma) {
-      cp_async_wait<0>();  // Q
-      wait_tile(true, bars, 0);
-    } else {
-      cp_async_wait<1>();  // Q and tile it_begin
-      fence_proxy_async_smem();
-      __syncthreads();
-    }
-    issue_qk(sQ, sK, wg, s[0]);
-    wgmma_wait<0>();
-    fence_operands(s[0]);
-    softmax(p, w, w.it_begin, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
-    pack_p(s[0], pa);
 
-    for (int it = w.it_begin + 1; it < w.it_end; ++it) {
+    // One loop body for every tile (the first has no P V to overlap): the softmax is
+    // instantiated once per mask variant, which keeps the cold compile short.
+    for (int it = w.it_begin; it < w.it_end; ++it) {
       const int rel = it - w.it_begin;
-      wait_tile(tma, bars, rel);  // tile it has landed; every warpgroup is done with tile it - 2's stage
-      if (it + 1 < w.it_end) load(p, w, tma, bars, sK, sV, it + 1, (rel + 1) % 3);
-      issue_qk(sQ, sK + (rel % 3) * kKVTile, wg, s[0]);        // S_it
-      issue_pv(sV + ((rel + 2) % 3) * kKVTile, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
-      wgmma_wait<1>();                                          // S_it is done
+      // Tile it has landed (with Q, for the first); every warpgroup is done with tile it - 2's
+      // stage once the barrier passes.
+      if (rel == 0) {
+        if (tma) cp_async_wait<0>();  // Q, the only cp.async group
+        else cp_async_wait<1>();      // Q and tile it_begin; it_begin + 1 may still fly
+      } else if (!tma) {
+        cp_async_wait<0>();
+      }
+      if (tma) mbar_wait(bars + (rel % 3) * 8, (rel / 3) & 1);  // the stage's (rel / 3)-th use
+      fence_proxy_async_smem();  // cp.async copies (Q too) become visible to wgmma's async proxy
+      __syncthreads();
+      if (rel > 0 && it + 1 < w.it_end) load(p, w, tma, bars, sK, sV, it + 1, (rel + 1) % 3);
+      issue_qk(sQ, sK + (rel % 3) * kKVTile, wg, s[0]);  // S_it
+      if (rel > 0) {
+        issue_pv(sV + ((rel + 2) % 3) * kKVTile, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
+        wgmma_wait<1>();                                          // S_it is done
+      } else {
+        wgmma_wait<0>();
+      }
       fence_operands(s[0]);
       softmax(p, w, it, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
       wgmma_wait<0>();  // the P V product is done: O may be rescaled, P overwritten
       fence_operands(acc_o[0]);
       fence_p(pa);
-      rescale(acc_o[0], alpha);
+      rescale(acc_o[0], alpha);  // (the first tile scales a zero O)
       pack_p(s[0], pa);
     }
     // The last tile's P V.
