@@ -19,27 +19,14 @@ bool encode_uncached(unsigned char* map, const void* base, DType dtype, int64_t 
                      const long long* strides, int box_rows) {
   const DriverApi& d = driver();
   if (!d.cuTensorMapEncodeTiled || (dtype != DType::BF16 && dtype != DType::F16)) return false;
-  if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || D % 64 != 0 || N <= 0) return false;
-  const uint64_t dims[4] = {static_cast<uint64_t>(D), static_cast<uint64_t>(N), static_cast<uint64_t>(H),
-                            static_cast<uint64_t>(B)};
-  // Byte strides of dims 1..3 (row, head, batch). A dim of extent 1 is never stepped over, so it
-  // takes the packed stride (the caller's may be anything, e.g. 0 for a broadcast).
-  const int64_t given[3] = {strides[2], strides[1], strides[0]};
-  uint64_t byte_strides[3];
-  uint64_t packed = static_cast<uint64_t>(D) * 2;
-  for (int i = 0; i < 3; ++i) {
-    const int64_t s = dims[i + 1] == 1 ? static_cast<int64_t>(packed) : given[i] * 2;
-    if (s <= 0 || s % 16 != 0 || s >= (int64_t{1} << 40)) return false;
-    byte_strides[i] = static_cast<uint64_t>(s);
-    packed = byte_strides[i] * dims[i + 1];
-  }
-  const uint32_t box[4] = {64, static_cast<uint32_t>(box_rows), 1, 1};
+  const auto g = tile_map_geometry(base, B, H, N, D, strides, box_rows);
+  if (!g) return false;
   const uint32_t element_strides[4] = {1, 1, 1, 1};
   alignas(64) unsigned char out[128];
   const CUresult r = d.cuTensorMapEncodeTiled(out, dtype == DType::BF16 ? kTmaBfloat16 : kTmaFloat16, 4,
-                                              const_cast<void*>(base), dims, byte_strides, box, element_strides,
-                                              kTmaInterleaveNone, kTmaSwizzle128B, kTmaL2Promote256B,
-                                              kTmaOobFillZero);
+                                              const_cast<void*>(base), g->dims, g->byte_strides, g->box,
+                                              element_strides, kTmaInterleaveNone, kTmaSwizzle128B,
+                                              kTmaL2Promote256B, kTmaOobFillZero);
   if (r != 0) return false;
   std::memcpy(map, out, 128);
   return true;
@@ -63,6 +50,28 @@ struct CachedMap {
 constexpr int kCachedMaps = 8;  // per thread: K and V of a few tensors
 
 }  // namespace
+
+std::optional<TileMapGeometry> tile_map_geometry(const void* base, int64_t B, int64_t H, int64_t N, int64_t D,
+                                                 const long long* strides, int box_rows) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || D <= 0 || D % 64 != 0 || N <= 0 || H <= 0 || B <= 0 ||
+      box_rows <= 0 || box_rows > 256)
+    return std::nullopt;
+  TileMapGeometry g{};
+  const int64_t extent[4] = {D, N, H, B};
+  for (int i = 0; i < 4; ++i) g.dims[i] = static_cast<uint64_t>(extent[i]);
+  const int64_t given[3] = {strides[2], strides[1], strides[0]};  // row, head, batch (elements)
+  int64_t packed = D * 2;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t s = extent[i + 1] == 1 ? packed : given[i] * 2;
+    if (s <= 0 || s % 16 != 0 || s >= (int64_t{1} << 40)) return std::nullopt;
+    g.byte_strides[i] = static_cast<uint64_t>(s);
+    packed = s * extent[i + 1];
+  }
+  g.box[0] = 64;  // 128 bytes: one swizzle span
+  g.box[1] = static_cast<uint32_t>(box_rows);
+  g.box[2] = g.box[3] = 1;
+  return g;
+}
 
 bool encode_tile_map(unsigned char* map, const void* base, DType dtype, int64_t B, int64_t H, int64_t N, int64_t D,
                      const long long* strides, int box_rows) {

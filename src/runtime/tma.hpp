@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "attnfuse/kernel_spec.hpp"
 
@@ -16,6 +17,18 @@ namespace attnfuse::runtime {
 // warm dispatch that repeats its tensors costs a few comparisons, not a driver call.
 bool encode_tile_map(unsigned char* map, const void* base, DType dtype, int64_t B, int64_t H, int64_t N, int64_t D,
                      const long long* strides, int box_rows);
+
+// The geometry handed to the driver for such a map: dims innermost first (D, N, H, B), the byte
+// strides of dims 1..3, and the box. Empty where the copy engine's rules refuse the tensor (base
+// or a stride not a multiple of 16 bytes, a stride of 2^40 or more, D not a multiple of 64, an
+// empty tensor). A dim of extent 1 takes the packed stride, since it is never stepped over.
+struct TileMapGeometry {
+  uint64_t dims[4];
+  uint64_t byte_strides[3];
+  uint32_t box[4];
+};
+std::optional<TileMapGeometry> tile_map_geometry(const void* base, int64_t B, int64_t H, int64_t N, int64_t D,
+                                                 const long long* strides, int box_rows);
 
 // ATTNFUSE_CUDA_TMA=0 keeps the wgmma kernel on cp.async loads (A/B measurements); read once.
 bool tma_enabled();
