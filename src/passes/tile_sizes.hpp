@@ -153,7 +153,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
   return t;
 }
 
-// Hopper (sm_90 and newer, compiled as sm_90a): the prefill tile's two matrix products become
+// Hopper (sm_90, compiled as sm_90a): the prefill tile's two matrix products become
 // warpgroup MMAs (attention_fwd.cuh, Spec::kWgmma): two warpgroups of 64 rows each issue
 // S = Q K^T (m64nBNk16, Q and K from swizzled smem) and O += P V (m64nDk16, P from registers).
 // wgmma keeps no Q or K fragments in registers and issues one instruction per 16 dims where
@@ -175,7 +175,8 @@ constexpr bool cuda_wgmma_eligible(const KernelSpec& s) {
 }
 
 constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
-  if (arch < 90 || !cuda_wgmma_eligible(s)) return s.tile;
+  // wgmma is sm_90a only: Blackwell (sm_100+) replaced it with tcgen05, so it keeps mma.sync.
+  if (arch != 90 || !cuda_wgmma_eligible(s)) return s.tile;
   TileConfig t = s.tile;
   const bool per_cell_work = s.modifiers.size() > 0 || s.norm == NormKind::ReluAttention;
   t.wgmma = true;

@@ -516,7 +516,8 @@ const LoadedModule& load_module(const KernelSpec& spec) {
   static std::mutex mu;
   static std::unordered_map<uint64_t, std::unique_ptr<LoadedModule>> loaded;
   const DeviceInfo& dev = device_info();
-  const int arch = dev.arch() >= 90 ? 90 : dev.arch();
+  // The device's own arch: sm_90 builds as sm_90a (wgmma, TMA), whose cubins load on Hopper only.
+  const int arch = dev.arch();
   const uint64_t key = structural_key(spec, arch);
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(key); it != loaded.end()) return *it->second;
@@ -559,7 +560,7 @@ const CudaKernel& cuda_kernel(const KernelSpec& requested) {
   static std::mutex mu;
   static std::unordered_map<uint64_t, std::unique_ptr<CudaKernel>> kernels;
   const DeviceInfo& dev = device_info();
-  const uint64_t key = structural_key(spec, dev.arch() >= 90 ? 90 : dev.arch());
+  const uint64_t key = structural_key(spec, dev.arch());
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kernels.find(key); it != kernels.end()) return *it->second;
   auto kernel = std::make_unique<CudaKernel>(spec);

@@ -162,6 +162,7 @@ TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
     EXPECT_EQ(t.stages, 3);
     EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit) << d;
     EXPECT_EQ(passes::cuda_arch_tile(s, 80), s.tile) << "sm_80 keeps the mma.sync tile";
+    EXPECT_EQ(passes::cuda_arch_tile(s, 100), s.tile) << "Blackwell has no wgmma";
   }
   EXPECT_EQ(passes::cuda_arch_tile(spec("softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", 128), 90).block_k, 64);
   EXPECT_EQ(passes::cuda_arch_tile(
