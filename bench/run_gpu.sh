@@ -3,15 +3,8 @@
 # timing and the peer benchmark, with every log under $OUT. Expects .devcarry/ from
 # bench/make_device_carry.sh. Usage on the device: bench/run_gpu.sh [quick|full]
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/attnfuse-gpu-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 suite=${1:-quick}
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; nproc
-} > "$OUT/device.txt" 2>&1
 echo "== GPU tests"; .devcarry/test_gpu 2>&1 | tee "$OUT/gpu_tests.log" | grep -E '^\[  (PASSED|FAILED)|Failure|error|SKIPPED|OK \]' | head -40
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer (memcheck, racecheck) on a subset"

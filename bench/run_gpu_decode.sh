@@ -9,19 +9,13 @@
 # first; FILTER=text keeps only the cases whose name contains it; TIMING=loop or L2_FLUSH=1 change
 # how calls are timed (see the header of gpu_decode.py).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
-OUT=${OUT:-/tmp/attnfuse-gpu-out}
+source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 mkdir -p "$OUT/decode"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
 L=.devcarry/lib/libattnfuse_c.so
 size=${1:-quick}
 shift || true
 suites=${*:-all}
 case "$size" in quick) quick=--quick ;; full) quick= ;; *) echo "usage: $0 [quick|full] [suites...]"; exit 2 ;; esac
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
-} > "$OUT/device.txt" 2>&1
 if [ "${TESTS:-0}" = 1 ]; then
   echo "== GPU tests"
   .devcarry/test_gpu > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?"

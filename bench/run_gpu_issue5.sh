@@ -6,14 +6,9 @@
 # Env: TEST_FILTER (gtest filter), SANITIZER_TOOLS ("memcheck racecheck"), SANITIZER_TIMEOUT and
 # BENCH_TIMEOUT (seconds), so one device call (10 minutes) can hold a chosen subset.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/attnfuse-gpu-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 want() { [[ " ${STAGES} " == *" $1 "* ]]; }
 STAGES=" ${*:-tests sanitize smoke bench} "
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/device.txt" 2>&1
 A=.devcarry/attnfuse
 
 if want tests; then

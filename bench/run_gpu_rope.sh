@@ -4,14 +4,9 @@
 # from bench/make_device_carry.sh. Usage on the device: bench/run_gpu_rope.sh [all|placement|peers|window ...]
 # (WINDOW_FILTER=text keeps only the window cases whose name contains it).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/attnfuse-gpu-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 L=.devcarry/lib/libattnfuse_c.so
 what=${1:-all}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/device.txt" 2>&1
 echo "== GPU tests"
 .devcarry/test_gpu > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?"
 grep -E '^\[  (PASSED|FAILED)|FAILED|Failure' "$OUT/gpu_tests.log" | head -20

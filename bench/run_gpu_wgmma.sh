@@ -1,21 +1,16 @@
 #!/usr/bin/env bash
 # One device call for the Hopper (wgmma) prefill kernel: the GPU suite (every prefill case runs
-# the wgmma form on an H200), CLI checks, and the peer benchmark twice in one process each,
-# with the wgmma form and with ATTNFUSE_CUDA_WGMMA=0 (mma.sync), every log under $OUT.
+# the wgmma form on an H200), compute-sanitizer on a forward subset, the peer benchmark with the
+# wgmma form and, for A/B, attnfuse alone with ATTNFUSE_CUDA_WGMMA=0 (mma.sync), every log under $OUT.
 # Expects .devcarry/ from bench/make_device_carry.sh.
 # Usage on the device: bench/run_gpu_wgmma.sh [tests] [sanitize] [peers] [ab] [full]
 # Env: TEST_FILTER (gtest filter), PEERS_FILTER (gpu_peers.py --filter), TEST_TIMEOUT,
 # BENCH_TIMEOUT (seconds).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/attnfuse-gpu-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 want() { [[ " ${STAGES} " == *" $1 "* ]]; }
 STAGES=" ${*:-tests peers} "
 SUITE=quick; want full && SUITE=full
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; } > "$OUT/device.txt" 2>&1
 LIB=.devcarry/lib/libattnfuse_c.so
 
 if want tests; then

@@ -129,13 +129,21 @@ const std::optional<TileConfig>& tile_override() {
   return t;
 }
 
-// ATTNFUSE_CUDA_WGMMA=0 keeps Hopper on the mma.sync form of the prefill kernel (A/B benchmarks,
-// and a way around a suspected wgmma problem); read once per process.
+// True unless the environment sets `name` to 0.
+bool knob_on(const char* name) {
+  const char* env = std::getenv(name);
+  return !(env && std::string(env) == "0");
+}
+
+// Hopper A/B switches (benchmarks, and a way around a suspected problem), read once per process:
+// ATTNFUSE_CUDA_WGMMA=0 keeps the prefill kernel in its mma.sync form, ATTNFUSE_CUDA_TMA=0 keeps
+// the wgmma form's K/V loads on cp.async.
 bool wgmma_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("ATTNFUSE_CUDA_WGMMA");
-    return !(env && std::string(env) == "0");
-  }();
+  static const bool on = knob_on("ATTNFUSE_CUDA_WGMMA");
+  return on;
+}
+bool tma_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_TMA");
   return on;
 }
 

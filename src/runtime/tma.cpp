@@ -2,9 +2,7 @@
 // and cached per thread.
 #include "runtime/tma.hpp"
 
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "runtime/cuda_driver.hpp"
 
@@ -90,14 +88,6 @@ bool encode_tile_map(unsigned char* map, const void* base, DType dtype, int64_t 
   slot.ok = encode_uncached(slot.map, base, dtype, B, H, N, D, strides, box_rows);
   if (slot.ok) std::memcpy(map, slot.map, 128);
   return slot.ok;
-}
-
-bool tma_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("ATTNFUSE_CUDA_TMA");
-    return !(env && std::string(env) == "0");
-  }();
-  return on;
 }
 
 }  // namespace attnfuse::runtime

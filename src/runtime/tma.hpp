@@ -30,7 +30,4 @@ struct TileMapGeometry {
 std::optional<TileMapGeometry> tile_map_geometry(const void* base, int64_t B, int64_t H, int64_t N, int64_t D,
                                                  const long long* strides, int box_rows);
 
-// ATTNFUSE_CUDA_TMA=0 keeps the wgmma kernel on cp.async loads (A/B measurements); read once.
-bool tma_enabled();
-
 }  // namespace attnfuse::runtime

@@ -106,11 +106,10 @@ struct FwdKernel {
   static_assert(!kWgmma || (kD % 64 == 0 && kD <= 128 && kBM == 128 && kWarps == 8 && kKeyWarps == 1 &&
                              !kTables && !W::kPack && (kBN == 64 || kBN == 128) && kStages == 3),
                 "the wgmma form covers the 128-row prefill tile, D 64 or 128, without in-kernel RoPE");
-  // 1 KB of slack for the wgmma form: its swizzle atoms need 1024-byte alignment (run() aligns);
-  // then its TMA barriers, one per K/V stage, after the tiles.
-  static constexpr int smem_bytes() {
-    return (kBM + 2 * kStages * kBN) * kPitch * 2 + kTableBytes + (kWgmma ? 1024 + 64 : 0);
-  }
+  // Shared memory: Q tile, kStages K and V tiles (kPitch elements per row), then the RoPE tables
+  // or, in the wgmma form, one TMA barrier per stage; the wgmma form's swizzle atoms need
+  // 1024-byte alignment, which run() makes from 1 KB of slack. The launch sizes it with
+  // passes::cuda_smem_bytes.
 
   // Element offset of 8-element chunk ch of row r in a kRows-row tile.
   template <int kRows>
@@ -165,6 +164,12 @@ struct FwdKernel {
     }
     load_tile<kBN>(k_dst, p.k, [&](int r) { return n0 + r < w.len_k ? w.k_row(p, n0 + r) : nullptr; }, need8);
     load_tile<kBN>(v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
+  }
+
+  // The block-sparse cells of key tile nb (iteration it): its bitmap (null for a full block) and
+  // the origin of the mask block holding it.
+  static __device__ __forceinline__ BlockCells cells_of(const FwdParams& p, const W& w, int it, int nb) {
+    return {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
   }
 
   // Is cell (query position qpos, key j) kept by the program's masks?
@@ -465,7 +470,7 @@ struct FwdKernel {
 
     // Scores -> probabilities (per-cell mask checks only in kMask steps).
     BlockCells cells{nullptr, 0, 0};
-    if constexpr (Spec::kBlockSparse && kMask) cells = {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
+    if constexpr (Spec::kBlockSparse && kMask) cells = cells_of(p, w, it, nb);
     scores_to_probs<kMask>(p, w, cells, acc_s, acc_o, row_m, row_l, n0, warp, kn, g, t, slope);
 
     // O += P V.

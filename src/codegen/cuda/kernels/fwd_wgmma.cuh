@@ -89,7 +89,7 @@ struct WgmmaMainloop {
     bool inside = w.tile_inside(p, n0);
     BlockCells cells{nullptr, 0, 0};
     if constexpr (Kernel::SpecType::kBlockSparse) {
-      cells = {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
+      cells = Kernel::cells_of(p, w, it, nb);
       inside = inside && cells.bits == nullptr;
     }
     if (inside)

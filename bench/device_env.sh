@@ -1,0 +1,14 @@
+# Sourced by the bench/run_gpu*.sh device scripts: the repo root as working directory, $OUT for
+# the logs that come back, the carried libraries (.devcarry/lib) and a compile cache that
+# outlives one script on a warm machine, and $OUT/device.txt (date, GPU, clocks, cores, torch).
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+OUT=${OUT:-/tmp/attnfuse-gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  echo "cores $(nproc)"
+  python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
+} > "$OUT/device.txt" 2>&1
