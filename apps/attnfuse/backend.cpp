@@ -157,7 +157,7 @@ void CudaResident::download(const AttentionArgs& host) const {
 
 std::string cuda_rope_placement_line(Target target, const KernelSpec& spec, const AttentionArgs& args) {
   if (target != Target::Cuda || spec.score == ScoreKind::ScaledDot) return "";
-  const RopeMode mode = runtime::cuda_kernel(spec).rope_mode_for(args, spec.scalars);
+  const RopeMode mode = runtime::cuda_kernel(spec).plan(args, spec.scalars).rope_mode;
   return fmt::format("  rope placement: {} ({}{})\n", rope_mode_name(mode),
                      mode == RopeMode::Fused ? "Q and K rotated inside the attention kernel"
                                              : "a rotation kernel, then the attention kernel",

@@ -144,6 +144,10 @@ struct TileConfig {
   // the 128-row prefill tile; the runtime sets it for the device it compiles for
   // (passes::cuda_arch_tile).
   bool wgmma = false;
+  // CUDA only: blocks per SM the kernel is compiled to keep resident (__launch_bounds__'s
+  // second argument, so the compiler caps registers at 64K / (threads * min_blocks)). Two
+  // lets one block's prologue and epilogue overlap another's MMAs where tiles are short.
+  int min_blocks = 1;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };
 

@@ -6,7 +6,19 @@
 
 namespace attnfuse::passes {
 
-RopeCostModel rope_cost_model_h200() {
+RopeCostModel rope_cost_model_h200(bool wgmma_prerotate) {
+  if (wgmma_prerotate) {
+    // Fitted to bench/results/2026-12-01-h200-decoupled/before/rope_placement.json (bf16,
+    // causal, the wgmma prerotated kernel against the mma.sync fused one):
+    //  - rho: fused / prerotate time is 3.02 (Llama-3-8B B1, N = 16k) and 2.99 (B4) -> 2.0
+    //    (GPT-2 B4 at 8k: 2.39).
+    //  - flops: the prerotated kernel's ~480 TFLOP/s at N >= 8k (Llama-3-8B).
+    //  - launch: 0. Prerotate is ahead at every length measured, down to N = 256 (Llama-3-8B
+    //    B1: 0.035 vs 0.038 ms; B4: 0.055 vs 0.058 ms; GPT-2 B4 at 512: 0.052 vs 0.059 ms):
+    //    the fused kernel's own fixed costs (tables, rotating Q) weigh as much as the extra
+    //    launch. The model's crossovers: N* = 200 (Llama-3-8B), 320 (GPT-2).
+    return RopeCostModel{2.0, 480e12, 3.0e12, 0.0};
+  }
   // Fitted to bench/results/2026-11-30-h200-rope/rope_placement.json (bf16, causal):
   //  - rho: fused / prerotate time at N = 16k, where both extras are small next to the
   //    attention itself: Llama-3-8B 12.76 / 7.84 ms (B1), 50.5 / 31.1 ms (B4) -> 0.6.

@@ -29,8 +29,11 @@ struct RopeCostModel {
   double launch_s;    // extra launch and dependency cost of the rotation kernel, seconds
 };
 
-// The H200 constants (the only GPU measured so far; used for every sm_80+ device).
-RopeCostModel rope_cost_model_h200();
+// The H200 constants (the only GPU measured so far; used for every sm_80+ device). Both
+// placements on mma.sync kernels, or (`wgmma_prerotate`) the Hopper pairing: the prerotated
+// call runs the plain kernel's wgmma form while the fused rotation stays on mma.sync, so rho
+// also carries the gap between the two forms.
+RopeCostModel rope_cost_model_h200(bool wgmma_prerotate = false);
 
 // One call's shapes.
 struct RopeCallShape {

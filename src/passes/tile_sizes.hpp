@@ -164,6 +164,8 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
 //    layout), the decode tiles (16/64 rows), D 96 and 256.
 //  - Each warpgroup overlaps its softmax of tile j with the P V product of tile j - 1
 //    (fwd_wgmma.cuh), which needs three K/V stages: 225 KB at D = 128, block_k 128.
+//  - D = 64 takes four stages (145 KB): two tiles load ahead while the warpgroups drift apart
+//    in the decoupled schedule (fwd_wgmma.cuh); at D = 128 a fourth stage does not fit.
 //  - block_k 128, or 64 where per-cell work (modifiers, ReLU) would push S + O past the register
 //    budget at D = 128 (the same line the mma.sync tile draws). Block-sparse keeps the tile's
 //    block_k so that masks built for it stay multiples of it.
@@ -182,7 +184,7 @@ constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
   t.wgmma = true;
   t.block_q = 128;
   t.num_warps = 8;
-  t.stages = 3;  // fwd_wgmma.cuh: V of tile j - 1 is still read while tile j + 1 loads
+  t.stages = s.head_dim == 64 ? 4 : 3;  // fwd_wgmma.cuh: V of tile j - 1 is read while j + 1 loads
   // (D = 64 with three modifiers at block_k 128 spills 60 B: 64 too.)
   const bool heavy = per_cell_work && (s.head_dim == 128 || s.modifiers.size() >= 3);
   if (!s.masks.has(MaskKind::BlockSparse)) t.block_k = heavy ? 64 : 128;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <tuple>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -44,20 +45,21 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(s.masks.bits(), 4);
   put(s.modifiers.code(), 6);
   put(static_cast<uint64_t>(s.norm), 1);
-  put(static_cast<uint64_t>(s.tile.block_q), 9);
-  put(static_cast<uint64_t>(s.tile.block_k), 9);
+  put(static_cast<uint64_t>(s.tile.block_q / 16), 5);  // multiples of 16, <= 496
+  put(static_cast<uint64_t>(s.tile.block_k / 16), 5);
   put(static_cast<uint64_t>(s.tile.num_warps), 4);
   put(static_cast<uint64_t>(s.tile.key_warps > 1), 1);  // the narrow decode tile
   put(static_cast<uint64_t>(s.tile.stages), 3);
   put(static_cast<uint64_t>(s.dtype), 2);
   put(static_cast<uint64_t>(s.head_dim), 9);            // <= 256
   put(static_cast<uint64_t>(s.tile.wgmma), 1);          // the Hopper form
+  put(static_cast<uint64_t>(s.tile.min_blocks), 2);     // 1-3 resident blocks per SM
   put(static_cast<uint64_t>(arch), 8);
   put(static_cast<uint64_t>(s.rope_mode), 2);         // the module of a resolved mode
   put(static_cast<uint64_t>(s.scalars.rope.style), 1);  // neox/gptj pairing is compiled in
   put(static_cast<uint64_t>(s.kv_layout), 1);           // paged K/V addressing
   put(static_cast<uint64_t>(s.tile.pack_gqa), 1);       // the decode variant
-  return k;  // 64 bits
+  return k;  // 58 bits
 }
 
 std::string describe(const KernelSpec& s) {
@@ -71,10 +73,11 @@ std::string describe(const KernelSpec& s) {
                                ? ""
                                : fmt::format(" ({} {})", rope_style_name(s.scalars.rope.style),
                                              rope_mode_name(s.rope_mode));
-  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}", score_kind_name(s.score), rope,
+  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}{}", score_kind_name(s.score), rope,
                      norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
                      dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
                      s.tile.wgmma ? " wgmma" : "",
+                     s.tile.min_blocks > 1 ? fmt::format(" x{}/SM", s.tile.min_blocks) : "",
                      s.tile.pack_gqa ? " decode" : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
 }
 
@@ -147,6 +150,22 @@ bool tma_enabled() {
   return on;
 }
 
+// ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks replaces those two choices of the Hopper form's
+// tile (the occupancy sweep in bench/), read once per process.
+const std::optional<std::pair<int, int>>& wgmma_tile_override() {
+  static const std::optional<std::pair<int, int>> t = []() -> std::optional<std::pair<int, int>> {
+    const char* env = std::getenv("ATTNFUSE_CUDA_WGMMA_TILE");
+    if (!env || !*env) return std::nullopt;
+    int bk = 0, mb = 0;
+    if (std::sscanf(env, "%d,%d", &bk, &mb) != 2 || (bk != 64 && bk != 128) || mb < 1 || mb > 3)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("ATTNFUSE_CUDA_WGMMA_TILE='{}' is not block_k,min_blocks with block_k 64 or 128 "
+                              "and min_blocks 1-3", env));
+    return std::pair{bk, mb};
+  }();
+  return t;
+}
+
 // ATTNFUSE_CUDA_DECODE_TILE=block_q,block_k,num_warps,stages replaces the decode variant's tile:
 // the knob of the decode tile sweep (bench/), read once per process.
 const std::optional<TileConfig>& decode_tile_override() {
@@ -198,6 +217,8 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv)
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());
+  if (const auto& w = wgmma_tile_override(); w && r.tile.wgmma && !r.masks.has(MaskKind::BlockSparse))
+    std::tie(r.tile.block_k, r.tile.min_blocks) = *w;
   return r;
 }
 
@@ -210,7 +231,7 @@ const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLay
   return m;
 }
 
-RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars) const {
+RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars, bool decode) const {
   if (spec_.score == ScoreKind::ScaledDot) return spec_.rope_mode;
   // Documents and paged caches rotate in the kernel: positions restart per document / follow
   // each sequence, which the rotation kernel's flat rows do not know.
@@ -225,7 +246,10 @@ RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& 
                               args.k.shape[2], spec_.head_dim, args.resolved_q_offset(),
                               spec_.masks.has(MaskKind::Causal),
                               spec_.masks.has(MaskKind::SlidingWindow) ? scalars.window : 0};
-  return passes::choose_rope_mode(shape, passes::rope_cost_model_h200());
+  // On Hopper the prerotated prefill runs the wgmma form while the fused rotation stays on
+  // mma.sync: the model of that pairing (the decode tiles are mma.sync in both placements).
+  const bool hopper_pair = !decode && resolved(RopeMode::Prerotate, 0, KvLayout::Contiguous).tile.wgmma;
+  return passes::choose_rope_mode(shape, passes::rope_cost_model_h200(hopper_pair));
 }
 
 namespace {
@@ -256,7 +280,6 @@ CallShape call_shape(const AttentionArgs& a) {
 LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars, const LaunchTuning& tuning) const {
   const CallShape c = call_shape(args);
   LaunchPlan pl;
-  pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars);
   pl.kv_layout = args.paged ? KvLayout::Paged : KvLayout::Contiguous;
   const BlockMask* mask = args.block_mask;
   const int64_t ratio = c.Hkv > 0 ? c.Hq / c.Hkv : 1;
@@ -270,6 +293,7 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   } else {
     pl.decode = tuning.variant == LaunchTuning::Variant::Auto && packable && c.Nq <= kDecodeMaxQueries;
   }
+  pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars, pl.decode);
   const int64_t group = pl.decode ? ratio : 1;
   const LoadedModule& m = module(pl.rope_mode, pl.decode ? group * c.Nq : 0, pl.kv_layout);
   pl.module = &m;
@@ -468,7 +492,15 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     r.pos0[0] = q_offset;
     r.pos0[1] = 0;
     r.rope = p.rope;
-    const int64_t units = (q_rows + k_rows) * D / 2;
+    // The 16-byte path needs whole pairs in every 8-element chunk and aligned rows.
+    const bool neox = spec_.scalars.rope.style == RopeStyle::Neox;
+    const int half = r.rope.half;
+    auto aligned = [](const TensorView& t) {
+      return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.strides[0] % 8 == 0 && t.strides[1] % 8 == 0 &&
+             t.strides[2] % 8 == 0;
+    };
+    r.vec = half % (neox ? 8 : 4) == 0 && (D - 2 * half) % 8 == 0 && aligned(args.q) && aligned(args.k);
+    const int64_t units = r.vec ? (B * Nq + B * Nk) * D / 8 : (q_rows + k_rows) * D / 2;
     const int64_t max_blocks = int64_t{device_info().multiprocessors} * 16;
     const auto blocks = static_cast<unsigned>(
         std::clamp<int64_t>((units + codegen::cuda::kRotateThreads - 1) / codegen::cuda::kRotateThreads, 1, max_blocks));

@@ -89,8 +89,9 @@ class CudaKernel {
   // picks if that is not loaded yet, since the split count depends on the kernel's occupancy).
   LaunchPlan plan(const AttentionArgs& args, const ScalarArgs& scalars, const LaunchTuning& tuning = {}) const;
   const KernelSpec& spec() const { return spec_; }
-  // The placement this call would use (the spec's mode unless it is auto).
-  RopeMode rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars) const;
+  // The placement this call would use (the spec's mode unless it is auto); `decode`: the call
+  // takes the decode tile.
+  RopeMode rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars, bool decode) const;
   // The module of one variant: rope placement x tile (prefill; decode, GQA-packed, for
   // decode_rows = group x Nq > 0: narrow up to 16 rows, wide beyond) x K/V layout.
   const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv) const;

@@ -53,6 +53,19 @@ TEST_F(CudaForward, EveryCombinatorAgainstReference) {
       for (int d : {64, 128}) run_case({prog, t, d, 2, 4, 2, 200, 333, std::nullopt}, seed++);
 }
 
+// Long key lists run the wgmma loop's barrier phases through several wraps: D = 64 takes the
+// pingpong schedule (4 stages, the empty/full mbarriers and the turn-taking named barriers),
+// D = 128 the lockstep one. Key counts that leave 1, 2 and 3 tiles past a stage multiple, and a
+// sliding window that gives each row block a different list length.
+TEST_F(CudaForward, LongKeyListsThroughEveryPipelineStage) {
+  uint32_t seed = 400;
+  for (int d : {64, 128})
+    for (const char* prog : {"softmax(full(scaled_dot_product(Q, K))) @ V", "softmax(causal(scaled_dot_product(Q, K))) @ V",
+                             "softmax(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 900))) @ V"})
+      for (auto [nq, nk] : {std::pair<int64_t, int64_t>{640, 2177}, {1031, 1031}, {257, 1409}})
+        run_case({prog, DType::BF16, d, 1, 4, 2, nq, nk, std::nullopt}, seed++);
+}
+
 TEST_F(CudaForward, HeadDimsAndOddLengths) {
   uint32_t seed = 100;
   for (int d : {64, 96, 128, 256})

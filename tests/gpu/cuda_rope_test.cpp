@@ -38,6 +38,9 @@ TEST(CudaRope, EveryFormInBothPlacements) {
       "softmax(causal(rope(Q, K, base=500000, style=gptj))) @ V",
       "softmax(causal(rope(Q, K, rotary_dim=32))) @ V",
       "softmax(causal(rope(Q, K, style=gptj, rotary_dim=16, scale=0.2))) @ V",
+      // Rotary spans that split an 8-element chunk: the pre-rotation's 32-bit path.
+      "softmax(causal(rope(Q, K, rotary_dim=20))) @ V",
+      "softmax(causal(rope(Q, K, style=gptj, rotary_dim=12))) @ V",
       "softmax(causal(rope(Q, K, base=500000, rope_type=llama3, factor=32, low_freq_factor=1, "
       "high_freq_factor=4, original_max_position_embeddings=128))) @ V",
       "softmax(causal(rope(Q, K, rope_type=yarn, factor=4, original_max_position_embeddings=128))) @ V",

@@ -43,8 +43,20 @@ TEST(RopePlacement, DecodeFusesLongPrefillPrerotates) {
   EXPECT_EQ(choose_rope_mode({4, 12, 12, 4096, 4096, 64, 0, true, 0}, m), RopeMode::Prerotate);
 }
 
+TEST(RopePlacement, HopperPairingPrerotatesFromAFewHundredKeys) {
+  // The prerotated prefill on the wgmma form against the fused rotation on mma.sync: the H200
+  // measured prerotate ahead from N = 256 (Llama-3-8B) and 512 (GPT-2), the smallest measured.
+  const RopeCostModel m = rope_cost_model_h200(true);
+  EXPECT_EQ(choose_rope_mode({1, 32, 8, 256, 256, 128, 0, true, 0}, m), RopeMode::Prerotate);
+  EXPECT_EQ(choose_rope_mode({4, 32, 8, 256, 256, 128, 0, true, 0}, m), RopeMode::Prerotate);
+  EXPECT_EQ(choose_rope_mode({4, 12, 12, 512, 512, 64, 0, true, 0}, m), RopeMode::Prerotate);
+  EXPECT_EQ(choose_rope_mode({1, 32, 8, 64, 64, 128, 0, true, 0}, m), RopeMode::Fused);
+  EXPECT_NEAR(rope_crossover_length(32, 8, 128, 1, m), 200.0, 1.0);
+  EXPECT_NEAR(rope_crossover_length(12, 12, 64, 4, m), 320.0, 1.0);
+}
+
 TEST(RopePlacement, ClosedFormCrossoverIsWhereTheChoiceFlips) {
-  const RopeCostModel m = rope_cost_model_h200();
+  for (const RopeCostModel& m : {rope_cost_model_h200(), rope_cost_model_h200(true)})
   for (auto [b, hq, hkv, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 32, 8, 128}, {4, 12, 12, 64}, {8, 28, 4, 128}}) {
     const double n_star = rope_crossover_length(hq, hkv, d, b, m);
     ASSERT_GT(n_star, 16);

@@ -136,7 +136,7 @@ struct Spec {{
 
 }}  // namespace attnfuse_kernels
 
-extern "C" __global__ void __launch_bounds__({threads}, 1)
+extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
 {entry}(const __grid_constant__ attnfuse_kernels::FwdParams p) {{
   extern __shared__ __align__(16) char smem[];
   attnfuse_kernels::FwdKernel<attnfuse_kernels::Spec>::run(p, smem);
@@ -156,7 +156,7 @@ extern "C" __global__ void __launch_bounds__({threads}, 1)
       fmt::arg("window", spec.masks.has(MaskKind::SlidingWindow)),
       fmt::arg("alibi", mods.has(ModifierKind::Alibi)), fmt::arg("bias", mods.has(ModifierKind::AdditiveBias)), fmt::arg("has_mods", mods.size() > 0),
       fmt::arg("relu", relu), fmt::arg("hook", hook), fmt::arg("threads", threads_per_block(spec)),
-      fmt::arg("entry", kEntryName));
+      fmt::arg("min_blocks", spec.tile.min_blocks), fmt::arg("entry", kEntryName));
 }
 
 }  // namespace attnfuse::codegen::cuda

@@ -12,7 +12,7 @@ struct Spec {
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 128;
   static constexpr int kWarps = 8;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = 4;
   static constexpr int kKeyWarps = 1;
   static constexpr bool kCausal = true;
   static constexpr bool kSlidingWindow = false;

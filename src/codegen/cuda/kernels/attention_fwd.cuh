@@ -104,12 +104,12 @@ struct FwdKernel {
   static_assert(kStages >= 2 && (!kPairWindow || kStages == 2), "rope_window pipelines two K/V stages");
 
   static_assert(!kWgmma || (kD % 64 == 0 && kD <= 128 && kBM == 128 && kWarps == 8 && kKeyWarps == 1 &&
-                             !kTables && !W::kPack && (kBN == 64 || kBN == 128) && kStages == 3),
+                             !kTables && !W::kPack && (kBN == 64 || kBN == 128) && (kStages == 3 || kStages == 4)),
                 "the wgmma form covers the 128-row prefill tile, D 64 or 128, without in-kernel RoPE");
   // Shared memory: Q tile, kStages K and V tiles (kPitch elements per row), then the RoPE tables
-  // or, in the wgmma form, one TMA barrier per stage; the wgmma form's swizzle atoms need
-  // 1024-byte alignment, which run() makes from 1 KB of slack. The launch sizes it with
-  // passes::cuda_smem_bytes.
+  // or, in the wgmma form, its mbarriers (64 B: two per stage at most); the wgmma form's swizzle
+  // atoms need 1024-byte alignment, which run() makes from 1 KB of slack. The launch sizes it
+  // with passes::cuda_smem_bytes.
 
   // Element offset of 8-element chunk ch of row r in a kRows-row tile.
   template <int kRows>

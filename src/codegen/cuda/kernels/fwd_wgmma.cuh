@@ -6,14 +6,26 @@
 // iteration j issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back (both asynchronous),
 // waits for S_j only, turns it into probabilities while the P V product still runs, and waits for
 // that product before rescaling O by the new row maxima (FlashAttention-3's intra-warpgroup
-// overlap). V_{j-1} is still being read during iteration j, so the K/V pipeline has three
-// stages: tile j + 1 loads into the stage of tile j - 2, which every warpgroup finished with
-// before the barrier that opens iteration j.
+// overlap). V_{j-1} is still being read during iteration j, so of the kStages K/V stages one
+// holds tile j - 1, one tile j, and kStages - 2 the tiles loading ahead.
 //
 // K/V tiles arrive by TMA (Spec::kTmaKV with FwdParams::tma_kv: one thread issues two boxes of
 // 64 dims per 64-dim column block, landing already swizzled, and every thread waits on the
-// stage's mbarrier) or, where the host found no valid tensor map (paged caches, documents,
+// stage's "full" mbarrier) or, where the host found no valid tensor map (paged caches, documents,
 // strides the copy engine cannot take), by cp.async from every thread as on sm_80.
+//
+// Two schedules:
+//  - decoupled (every TMA call): no block-wide barrier in the loop. Each warp releases a stage
+//    on the stage's "empty" mbarrier once its P V product has read it; one thread of
+//    warpgroup 1 waits for that release before it reloads the stage. The warpgroups drift
+//    apart freely, so one's softmax falls under the other's matrix products.
+//  - lockstep (cp.async calls): one __syncthreads per tile publishes the generic-proxy copies
+//    and frees the stage the next load overwrites.
+// Measured on the H200 (bench/results/2026-12-01-h200-decoupled/): against the lockstep loop
+// with 3 stages, decoupled is 4-10% faster at D = 64 with 4 stages and 2-7% at D = 128 with 3
+// (causal+alibi at block_k 64: 3% slower). Making the warpgroups also take turns issuing their
+// products (FlashAttention-3's pingpong, two named barriers) was 13% slower than lockstep at
+// D = 64, so they do not.
 #pragma once
 
 namespace attnfuse_kernels {
@@ -26,7 +38,8 @@ struct WgmmaMainloop {
   using BlockCells = typename Kernel::BlockCells;
   static constexpr int kBM = Kernel::kBM, kBN = Kernel::kBN, kD = Kernel::kD;
   static constexpr int kNT = Kernel::kNT, kDT = Kernel::kDT, kKVTile = Kernel::kKVTile;
-  static_assert(Kernel::kAtoms == 1 && Kernel::kStages == 3, "the wgmma loop runs one 16-row atom per warp, 3 stages");
+  static constexpr int kS = Kernel::kStages;
+  static_assert(Kernel::kAtoms == 1 && (kS == 3 || kS == 4), "the wgmma loop runs one 16-row atom per warp, 3-4 stages");
 
   // S = Q K^T for warpgroup wg's 64 rows: one m64nBNk16 wgmma per 16 dims, Q and K read K-major
   // from their swizzled tiles (the first k step overwrites S). Issued and committed, not waited.
@@ -110,23 +123,22 @@ struct WgmmaMainloop {
     }
   }
 
-  // Loads key tile `it` into stage `stage`: by the copy engine (TMA, one thread, completing on
-  // the stage's barrier) or by every thread with cp.async (one commit group).
-  static __device__ __forceinline__ void load(const FwdParams& p, const W& w, bool tma, u32 bars, Element* sK,
+  // Loads key tile `it` into stage `stage`: by the copy engine (TMA, called by the loader thread
+  // alone, completing on the stage's full barrier) or by every thread with cp.async (one commit
+  // group).
+  static __device__ __forceinline__ void load(const FwdParams& p, const W& w, bool tma, u32 full, Element* sK,
                                               Element* sV, int it, int stage) {
     Element* k_dst = sK + stage * kKVTile;
     Element* v_dst = sV + stage * kKVTile;
     if constexpr (Kernel::SpecType::kTmaKV) {
       if (tma) {
-        if (threadIdx.x == 0) {
-          const u32 bar = bars + stage * 8;
-          const int row = w.tile(p, it) * kBN;
-          mbar_expect_tx(bar, 2 * kBN * kD * 2);
+        const u32 bar = full + stage * 8;
+        const int row = w.tile(p, it) * kBN;
+        mbar_expect_tx(bar, 2 * kBN * kD * 2);
 #pragma unroll
-          for (int cb = 0; cb < kD / 64; ++cb) {
-            tma_load_4d(smem_addr(k_dst) + cb * kBN * 128, p.tma_k, bar, cb * 64, row, w.hk, w.b);
-            tma_load_4d(smem_addr(v_dst) + cb * kBN * 128, p.tma_v, bar, cb * 64, row, w.hk, w.b);
-          }
+        for (int cb = 0; cb < kD / 64; ++cb) {
+          tma_load_4d(smem_addr(k_dst) + cb * kBN * 128, p.tma_k, bar, cb * 64, row, w.hk, w.b);
+          tma_load_4d(smem_addr(v_dst) + cb * kBN * 128, p.tma_v, bar, cb * 64, row, w.hk, w.b);
         }
         return;
       }
@@ -142,58 +154,89 @@ struct WgmmaMainloop {
                              int g, int t, float slope, float (&acc_o)[1][kDT][4], float (&row_m)[1][2],
                              float (&row_l)[1][2]) {
     if (w.it_begin >= w.it_end) return;
-    const int wg = warp / 4;
+    const int wg = warp / 4, n = w.it_end - w.it_begin;
     const bool tma = Kernel::SpecType::kTmaKV && p.tma_kv != 0;
-    const u32 bars = smem_addr(sV + 3 * kKVTile);  // one 8-byte barrier per stage
+    const bool dec = tma;  // the decoupled schedule; uniform over the block
+    const u32 full = smem_addr(sV + kS * kKVTile);  // kS barriers: the stage's tile has landed
+    const u32 empty = full + kS * 8;                // decoupled, kS more: every warp is done with it
     if (tma) {
       if (threadIdx.x == 0) {
-        for (int st = 0; st < 3; ++st) mbar_init(bars + st * 8, 1);
+        for (int st = 0; st < kS; ++st) mbar_init(full + st * 8, 1);
+        if (dec)
+          for (int st = 0; st < kS; ++st) mbar_init(empty + st * 8, Kernel::kWarps);
         mbar_init_fence();
       }
       __syncthreads();  // the barriers exist before anyone waits on them
     }
+    // The thread that issues the TMA loads.
+    const bool loader = threadIdx.x == 128;
     float s[1][kNT][4];
     u32 pa[kBN / 16][4];
     float alpha[2];
 
-    // Tiles it_begin and it_begin + 1 start loading (stages 0 and 1).
-    load(p, w, tma, bars, sK, sV, w.it_begin, 0);
-    if (w.it_begin + 1 < w.it_end) load(p, w, tma, bars, sK, sV, w.it_begin + 1, 1);
-    else if (!tma) cp_async_commit();  // keep one group per tile for the counts below
+    // Tiles 0 .. kS - 2 start loading (one cp.async group each, empty ones past the end).
+#pragma unroll
+    for (int k = 0; k < kS - 1; ++k) {
+      if (k < n) {
+        if (!tma || loader) load(p, w, tma, full, sK, sV, w.it_begin + k, k);
+      } else if (!tma) {
+        cp_async_commit();  // keep one group per tile for the counts below
+      }
+    }
 
     // One loop body for every tile (the first has no P V to overlap): the softmax is
     // instantiated once per mask variant, which keeps the cold compile short.
     for (int it = w.it_begin; it < w.it_end; ++it) {
       const int rel = it - w.it_begin;
-      // Tile it has landed (with Q, for the first); every warpgroup is done with tile it - 2's
-      // stage once the barrier passes.
+      // Tile it has landed (with Q, for the first).
       if (rel == 0) {
         if (tma) cp_async_wait<0>();  // Q, the only cp.async group
-        else cp_async_wait<1>();      // Q and tile it_begin; it_begin + 1 may still fly
+        else cp_async_wait<kS - 2>();  // Q and tile 0; tiles 1 .. kS - 2 may still fly
       } else if (!tma) {
-        cp_async_wait<0>();
+        cp_async_wait<kS - 3>();  // tile rel; the kS - 3 after it may still fly
       }
-      if (tma) mbar_wait(bars + (rel % 3) * 8, (rel / 3) & 1);  // the stage's (rel / 3)-th use
-      fence_proxy_async_smem();  // cp.async copies (Q too) become visible to wgmma's async proxy
-      __syncthreads();
-      if (rel > 0 && it + 1 < w.it_end) load(p, w, tma, bars, sK, sV, it + 1, (rel + 1) % 3);
-      issue_qk(sQ, sK + (rel % 3) * kKVTile, wg, s[0]);  // S_it
+      if (tma) mbar_wait(full + (rel % kS) * 8, (rel / kS) & 1);  // the stage's (rel / kS)-th use
+      if (rel == 0 || !dec) {
+        // cp.async copies (Q too) become visible to wgmma's async proxy; lockstep: every warp is
+        // also done with tile rel - 2's stage, which the load below overwrites.
+        fence_proxy_async_smem();
+        __syncthreads();
+      }
+      // Tile rel + kS - 2 into the stage of tile rel - 2.
       if (rel > 0) {
-        issue_pv(sV + ((rel + 2) % 3) * kKVTile, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
-        wgmma_wait<1>();                                          // S_it is done
-      } else {
-        wgmma_wait<0>();
+        const int ahead = rel + kS - 2, st = ahead % kS;
+        if (ahead < n) {
+          if (!dec) {
+            load(p, w, tma, full, sK, sV, w.it_begin + ahead, st);  // cp.async: every thread
+          } else {
+            if (loader) {
+              if (rel >= 2) mbar_wait(empty + st * 8, ((rel - 2) / kS) & 1);  // tile rel - 2 released
+              load(p, w, tma, full, sK, sV, w.it_begin + ahead, st);
+            }
+            __syncwarp();
+          }
+        } else if (!tma) {
+          cp_async_commit();
+        }
       }
+      issue_qk(sQ, sK + (rel % kS) * kKVTile, wg, s[0]);  // S_it
+      if (rel > 0) issue_pv(sV + ((rel - 1) % kS) * kKVTile, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
+      if (rel > 0) wgmma_wait<1>();                    // S_it is done
+      else wgmma_wait<0>();
       fence_operands(s[0]);
       softmax(p, w, it, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
       wgmma_wait<0>();  // the P V product is done: O may be rescaled, P overwritten
       fence_operands(acc_o[0]);
       fence_p(pa);
+      if (dec && rel > 0) {  // this warp no longer reads tile rel - 1's stage
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) mbar_arrive(empty + ((rel - 1) % kS) * 8);
+      }
       rescale(acc_o[0], alpha);  // (the first tile scales a zero O)
       pack_p(s[0], pa);
     }
     // The last tile's P V.
-    issue_pv(sV + ((w.it_end - 1 - w.it_begin) % 3) * kKVTile, pa, acc_o[0]);
+    issue_pv(sV + ((n - 1) % kS) * kKVTile, pa, acc_o[0]);
     wgmma_wait<0>();
     fence_operands(acc_o[0]);
     fence_p(pa);

@@ -128,6 +128,9 @@ struct RotateParams {
   af_i64 rows[2];           // B * H * N of each tensor
   af_i64 pos0[2];           // position of row 0: q_offset for Q, 0 for K
   RopeArgs rope;
+  // 1: every 8-element chunk of a row is 16-byte aligned in both tensors and holds whole pairs
+  // (RotateKernel's vector path); 0: the 32-bit path.
+  int vec;
 };
 
 }  // namespace attnfuse_kernels

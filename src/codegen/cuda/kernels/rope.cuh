@@ -247,8 +247,7 @@ __device__ __forceinline__ PairPlan<kD> pair_plan(const RopeTables& r, int q_lo,
 // ---- the pre-rotation kernel (rope_mode = prerotate) -------------------------------------
 
 // Rotates Q (positions q_offset + i) and K (positions j) into contiguous [B, H, N, D] copies.
-// One thread per 32-bit unit: rotated units are handled by the thread of their "a" unit, which
-// writes both; unrotated units are copied.
+// Both paths round exactly as rotate_units does (fp32 rotation, one rounding to Element).
 template <class Element, int kD, bool kNeox>
 struct RotateKernel {
   static constexpr int kUnits = kD / 2;  // 32-bit units per row
@@ -257,6 +256,76 @@ struct RotateKernel {
     __shared__ __align__(16) char tables[RopeTableBytes<kD / 2>::value];
     const RopeTables rope = stage_rope_tables<kD / 2>(p.rope, tables);
     __syncthreads();
+    if (p.vec) run_vec(p, rope);
+    else run_units(p, rope);
+  }
+
+  // The vector path: one thread per (batch, position, 8-element chunk), over every head of the
+  // tensor, so a chunk's angles are computed once per position instead of once per head, and
+  // every load and store is a whole 16-byte vector. A chunk holds the "a" dims of 8 pairs (neox,
+  // whose "b" dims sit half a rotary span later), 4 whole pairs (gptj) or unrotated dims.
+  static __device__ void run_vec(const RotateParams& p, const RopeTables& rope) {
+    constexpr int kPairs = kNeox ? 8 : 4;
+    using T = ElementTraits<Element>;
+    const int half = rope.half;
+    const int rot = half / kPairs;                  // chunks that rotate
+    const int per_pos = rot + (kD - 2 * half) / 8;  // plus the unrotated ones
+    const af_i64 pos_q = p.rows[0] / p.heads[0] * per_pos;
+    const af_i64 total = pos_q + p.rows[1] / p.heads[1] * per_pos;
+    for (af_i64 it = (af_i64)blockIdx.x * blockDim.x + threadIdx.x; it < total;
+         it += (af_i64)gridDim.x * blockDim.x) {
+      const int t = it < pos_q ? 0 : 1;
+      const af_i64 rel = t == 0 ? it : it - pos_q;
+      const af_i64 bn = rel / per_pos;
+      const int k = (int)(rel - bn * per_pos);
+      const int n = (int)(bn % p.len[t]);
+      const af_i64 b = bn / p.len[t];
+      const Element* src = static_cast<const Element*>(p.src[t]) + b * p.src_stride[t][0] + n * p.src_stride[t][2];
+      Element* dst = static_cast<Element*>(p.dst[t]) + (b * p.heads[t] * p.len[t] + n) * kD;
+      const af_i64 src_head = p.src_stride[t][1], dst_head = (af_i64)p.len[t] * kD;
+      const int heads = p.heads[t];
+      if (k >= rot) {  // unrotated dims
+        const int off = 2 * half + 8 * (k - rot);
+        for (int h = 0; h < heads; ++h)
+          *reinterpret_cast<uint4*>(dst + h * dst_head + off) = *reinterpret_cast<const uint4*>(src + h * src_head + off);
+        continue;
+      }
+      float c[kPairs], s[kPairs];
+#pragma unroll
+      for (int e = 0; e < kPairs; ++e) rope_cos_sin(rope, (int)(p.pos0[t] + n), kPairs * k + e, c[e], s[e]);
+      const int off_a = 8 * k, off_b = half + 8 * k;  // off_b: neox only
+#pragma unroll 2
+      for (int h = 0; h < heads; ++h) {
+        uint4 va = *reinterpret_cast<const uint4*>(src + h * src_head + off_a);
+        uint4 vb = kNeox ? *reinterpret_cast<const uint4*>(src + h * src_head + off_b) : va;
+        u32* wa = reinterpret_cast<u32*>(&va);
+        u32* wb = reinterpret_cast<u32*>(&vb);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float a0, a1, b0, b1;
+          if (kNeox) {  // unit e of each vector: pairs 2e and 2e + 1 of the chunk
+            unpack2<Element>(wa[e], a0, a1);
+            unpack2<Element>(wb[e], b0, b1);
+            rope_rotate_pair(a0, b0, c[2 * e], s[2 * e]);
+            rope_rotate_pair(a1, b1, c[2 * e + 1], s[2 * e + 1]);
+            wa[e] = T::pack(a0, a1);
+            wb[e] = T::pack(b0, b1);
+          } else {  // unit e: (a, b) of pair e of the chunk
+            unpack2<Element>(wa[e], a0, b0);
+            rope_rotate_pair(a0, b0, c[e], s[e]);
+            wa[e] = T::pack(a0, b0);
+          }
+        }
+        *reinterpret_cast<uint4*>(dst + h * dst_head + off_a) = va;
+        if (kNeox) *reinterpret_cast<uint4*>(dst + h * dst_head + off_b) = vb;
+      }
+    }
+  }
+
+  // The 32-bit path (any alignment, any even rotary span): one thread per 32-bit unit; rotated
+  // units are handled by the thread of their "a" unit, which writes both; unrotated units are
+  // copied.
+  static __device__ void run_units(const RotateParams& p, const RopeTables& rope) {
     const af_i64 total = (p.rows[0] + p.rows[1]) * kUnits;
     for (af_i64 it = (af_i64)blockIdx.x * blockDim.x + threadIdx.x; it < total;
          it += (af_i64)gridDim.x * blockDim.x) {

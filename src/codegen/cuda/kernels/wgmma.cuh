@@ -106,6 +106,13 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
   } while (!done);
 #endif
 }
+// One plain arrival (the barrier counts them; no bytes announced).
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+#ifdef ATTNFUSE_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 // One box of a 4-D tensor map (coordinates innermost first) into shared memory at `dst`.
 __device__ __forceinline__ void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1, int c2,
                                             int c3) {
