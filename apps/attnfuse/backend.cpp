@@ -59,6 +59,7 @@ struct CudaResident::Impl {
   AttentionArgs dev;
   DeviceBuffer q, k, v, out, lse, bias;
   DeviceBuffer k_pages, v_pages, page_indices, page_indptr, last_page_len, cu_q, cu_k;
+  DeviceBuffer rope_cos, rope_sin;
 };
 
 CudaResident::CudaResident(const KernelSpec& spec, const AttentionArgs& host) : impl_(std::make_unique<Impl>()) {
@@ -110,6 +111,18 @@ CudaResident::CudaResident(const KernelSpec& spec, const AttentionArgs& host) : 
     };
     m.dev.cu_seqlens_q = upload_offsets(*host.cu_seqlens_q, m.cu_q);
     m.dev.cu_seqlens_k = upload_offsets(*host.cu_seqlens_k, m.cu_k);
+  }
+  if (host.rope_tables) {  // the caller's cos/sin tables, fp32 [positions, pairs]
+    const RopeTablesView& t = *host.rope_tables;
+    const size_t bytes = static_cast<size_t>(t.positions * t.pairs) * 4;
+    m.rope_cos = DeviceBuffer(bytes);
+    m.rope_sin = DeviceBuffer(bytes);
+    if (bytes > 0) {
+      m.rope_cos.upload(t.cos);
+      m.rope_sin.upload(t.sin);
+    }
+    m.dev.rope_tables = RopeTablesView{static_cast<const float*>(m.rope_cos.get()),
+                                       static_cast<const float*>(m.rope_sin.get()), t.positions, t.pairs};
   }
   if (host.bias) {
     // The GPU kernel reads an fp32 bias: widen whatever the CLI holds.

@@ -43,7 +43,7 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
                  "KV length is (pages - 1) * page_size + last_page_len, queries aligned bottom-right to it");
   app.add_option("--rope-cos", o.files.rope_cos,
                  "C.npy, float32 [positions, rotary_dim/2]: your own RoPE cos table (row p rotates "
-                 "position p; with --rope-sin; CPU only)");
+                 "position p; with --rope-sin)");
   app.add_option("--rope-sin", o.files.rope_sin, "S.npy, float32 [positions, rotary_dim/2]: the sin table");
   app.add_option("--kv-layout", o.files.kv_layout, "nhd | hnd: the layout of --k-pages/--v-pages (default nhd)");
   app.add_option("--page-size", o.page_size,
@@ -152,9 +152,6 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
     try {
       p.spec = compile(Target::Cuda, static_cast<int>(p.problem.shape.head_dim));
       check_cuda_supported(p.spec);
-      if (p.problem.rope_tables)
-        throw Error(ErrorCode::Unsupported, "--rope-cos/--rope-sin (caller-supplied RoPE tables) run on the "
-                                            "CPU backend only");
     } catch (const Error& e) {
       // --device auto prefers the GPU but never fails for want of it: fall back, and say why.
       if (device != DeviceChoice::Auto || e.code() != ErrorCode::Unsupported) throw;

@@ -79,7 +79,9 @@ struct PagedKV {
 // sin[p * pairs + r] rotate pair r at position p, fp32, [positions, pairs] contiguous, pairs =
 // rotary_dim / 2, taken as given (include any attention factor). Every position the call rotates
 // must be in [0, positions). rope_window still takes its wavelengths, hence its windows, from
-// the program's parameters. Host memory; the CPU backend only (CUDA: Error(Unsupported)).
+// the program's parameters. The tensors' memory: host for the CPU backend, device for CUDA
+// (where a position outside the tables, which the host cannot see for a document call with
+// device offsets, rotates by NaN).
 struct RopeTablesView {
   const float* cos = nullptr;
   const float* sin = nullptr;
@@ -123,6 +125,9 @@ enum class IndexMemory { Host, Device };
 // Checks shapes, dtypes, strides and run-time tensors against the spec; throws Error
 // (Shape / DType / MissingTensor / Unsupported) and never touches the outputs.
 void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory indices = IndexMemory::Host);
+// The same with the call's scalars in place of spec.scalars: a compiled kernel serves every
+// program of its structure, whose scalars (window, slopes, RoPE parameters) come per call.
+void validate(const KernelSpec& spec, const ScalarArgs& scalars, const AttentionArgs& args, IndexMemory indices);
 
 // The fused CPU backend (validates first).
 void run_cpu(const KernelSpec& spec, const AttentionArgs& args);

@@ -114,8 +114,9 @@ typedef struct {
   const attnfuse_block_mask* block_mask;  /* block_sparse: required; must be NULL otherwise. Built
                                              for this call's (Nq, Nk), batch and heads 1 or B / Hq */
   /* rope / rope_window with the caller's cos/sin tables instead of computed ones (NULL: computed):
-   * fp32 host arrays [rope_positions, rope_pairs], row p rotating position p, rope_pairs =
-   * rotary_dim / 2, used as given. Every rotated position must be in the table. CPU device only. */
+   * fp32 arrays [rope_positions, rope_pairs], row p rotating position p, rope_pairs =
+   * rotary_dim / 2, used as given. Every rotated position must be in the table. Host memory on
+   * the CPU device, device memory on CUDA. */
   const float* rope_cos;
   const float* rope_sin;
   int64_t rope_positions;

@@ -46,6 +46,12 @@ class BlockMask {
   static BlockMask from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
                               int64_t kv_len, int block_q, int block_k);
 
+  // The same cells in blocks of block_q x block_k, multiples of this mask's blocks: a coarse
+  // block is full where every block under it is full, inactive where none is active, and
+  // partial (with the cells of this mask) otherwise. The CUDA runtime uses it when a mask's
+  // blocks are finer than its tile.
+  BlockMask coarsened(int block_q, int block_k) const;
+
   int64_t batch() const { return batch_; }
   int64_t heads() const { return heads_; }
   int64_t q_len() const { return q_len_; }
@@ -93,9 +99,13 @@ class BlockMask {
   // The CUDA runtime's copy of the CSR on the device, opaque here: made by the first CUDA launch
   // that reads this mask and shared by copies of it (a BlockMask never changes once built).
   std::shared_ptr<void>& device_copy() const { return device_copy_; }
+  // The CUDA runtime's coarsened copy for its tile (runtime/device_block_mask.hpp), opaque here,
+  // kept with the mask for the same reason.
+  std::shared_ptr<void>& coarse_copy() const { return coarse_copy_; }
 
  private:
   mutable std::shared_ptr<void> device_copy_;
+  mutable std::shared_ptr<void> coarse_copy_;
   // Checked dimensions, no blocks yet (the factories fill the CSR).
   static BlockMask with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
                              int block_q, int block_k);

@@ -303,7 +303,9 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
   if (mask && mask->num_q_blocks() > 0) {
     const int64_t rows = mask->batch() * mask->heads() * mask->num_q_blocks();
-    key_tiles = static_cast<int64_t>(mask->csr().cols.size()) / std::max<int64_t>(rows, 1) * (mask->block_k() / bn);
+    // Active key blocks per row, in tiles (a mask finer than the tile gives fractions of one).
+    const int64_t cols = static_cast<int64_t>(mask->csr().cols.size());
+    key_tiles = std::max<int64_t>(cols > 0, cols * mask->block_k() / (std::max<int64_t>(rows, 1) * bn));
   }
   int splits = tuning.num_splits;
   if (splits <= 0)
@@ -336,7 +338,7 @@ void check_rows_16b(const TensorView& t, const char* name, std::initializer_list
 
 void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream,
                         const LaunchTuning& tuning) const {
-  validate(spec_, args, IndexMemory::Device);
+  validate(spec_, scalars, args, IndexMemory::Device);  // spec_'s own scalars are the first program's
   if (args.q.dtype != spec_.dtype)
     throw Error(ErrorCode::DType, fmt::format("kernel compiled for {} but Q is {}", dtype_name(spec_.dtype),
                                               dtype_name(args.q.dtype)));
@@ -430,14 +432,18 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.num_docs = static_cast<int>(cq.length - 1);
     p.cu_batch_stride = cq.batch == 1 ? 0 : cq.batch_stride;
   }
-  if (const BlockMask* mask = args.block_mask) {
+  if (const BlockMask* given = args.block_mask) {
     const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
-    const bool rows_fit = pl.decode ? mask->block_q() >= Nq && mask->block_q() % bm == 0 : mask->block_q() % bm == 0;
+    // Prefill takes masks finer than its tile through their coarsening to it; the decode tile
+    // needs one query block over all of its rows.
+    const BlockMask* mask = pl.decode ? given : tile_block_mask(*given, bm, bn);
+    const bool rows_fit = mask && (pl.decode ? mask->block_q() >= Nq && mask->block_q() % bm == 0 : mask->block_q() % bm == 0);
     if (!rows_fit || mask->block_k() % bn != 0)
       throw Error(ErrorCode::Unsupported,
-                  fmt::format("the BlockMask's blocks ({} x {}) must be multiples of the CUDA kernel's tile "
-                              "({} x {}) for this program; build the mask with block sizes that are (128 x 128 "
-                              "always works)", mask->block_q(), mask->block_k(), bm, bn));
+                  fmt::format("the BlockMask's blocks ({} x {}) must be multiples or divisors of the CUDA "
+                              "kernel's tile ({} x {}) for this program{}; build the mask with block sizes that "
+                              "are (128 x 128 always works)", given->block_q(), given->block_k(), bm, bn,
+                              pl.decode ? " (the decode tile: multiples, with one query block over every query)" : ""));
     const DeviceBlockMask& dm = upload_block_mask(*mask);
     p.bs_row_ptr = dm.row_ptr;
     p.bs_cols = dm.cols;
@@ -463,9 +469,15 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   p.softcap = static_cast<float>(scalars.softcap);
   p.inv_softcap = scalars.softcap > 0 ? static_cast<float>(1.0 / scalars.softcap) : 0.f;
   p.window = static_cast<int>(std::min<int64_t>(scalars.window, INT32_MAX));
-  if (rope)
+  if (rope) {
     p.rope = rope_args(scalars.rope, spec_.score == ScoreKind::RopeWindow, spec_.head_dim,
                        device_lengths ? 0 : reference::rope_seq_len(args));
+    if (const auto& t = args.rope_tables) {  // device memory, [positions, half]
+      p.rope.cos_table = t->cos;
+      p.rope.sin_table = t->sin;
+      p.rope.table_positions = static_cast<int>(std::min<int64_t>(t->positions, INT32_MAX));
+    }
+  }
 
   if (rope && pl.rope_mode == RopeMode::Prerotate) {
     // Rotate Q and K once into contiguous copies, then run the plain kernel on them.

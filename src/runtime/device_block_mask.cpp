@@ -17,6 +17,37 @@ DeviceBlockMask::~DeviceBlockMask() {
   if (base) driver().cuMemFree(base);
 }
 
+namespace {
+
+// Every coarsening of one mask the runtime has made (one per tile shape that asked, so a few at
+// most); never replaced, since launches in flight and other threads may still read one.
+struct CoarseCopies {
+  struct Entry {
+    int block_q, block_k;
+    BlockMask mask;
+  };
+  std::vector<std::unique_ptr<Entry>> list;
+};
+
+}  // namespace
+
+const BlockMask* tile_block_mask(const BlockMask& mask, int bm, int bn) {
+  if (mask.block_q() % bm == 0 && mask.block_k() % bn == 0) return &mask;
+  // Coarsen each axis that is finer than the tile up to the tile.
+  const int cq = mask.block_q() % bm == 0 ? mask.block_q() : bm;
+  const int ck = mask.block_k() % bn == 0 ? mask.block_k() : bn;
+  if (cq % mask.block_q() != 0 || ck % mask.block_k() != 0) return nullptr;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = mask.coarse_copy();
+  if (!slot) slot = std::make_shared<CoarseCopies>();
+  auto& copies = *static_cast<CoarseCopies*>(slot.get());
+  for (const auto& e : copies.list)
+    if (e->block_q == cq && e->block_k == ck) return &e->mask;
+  copies.list.push_back(std::make_unique<CoarseCopies::Entry>(CoarseCopies::Entry{cq, ck, mask.coarsened(cq, ck)}));
+  return &copies.list.back()->mask;
+}
+
 const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);

@@ -20,6 +20,12 @@ struct DeviceBlockMask {
   ~DeviceBlockMask();
 };
 
+// The mask the prefill kernel reads for its bm x bn tile: `mask` itself where its blocks are
+// multiples of the tile; its coarsening to the tile (BlockMask::coarsened, built on first use
+// and kept with the mask, so a reused mask pays once) where the tile is a multiple of its
+// blocks; nullptr where neither holds. Thread-safe.
+const BlockMask* tile_block_mask(const BlockMask& mask, int bm, int bn);
+
 // The mask's device copy, uploaded now (synchronously) if it has none yet; thread-safe. Throws
 // Error(Unsupported) for masks with more than 2^31 - 1 active blocks.
 const DeviceBlockMask& upload_block_mask(const BlockMask& mask);

@@ -138,8 +138,7 @@ void check_cu_seqlens(const KernelSpec& spec, const AttentionArgs& a, bool host)
   check_documents(a, host);
 }
 
-void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
-  const ScalarArgs& s = spec.scalars;
+void check_scalars(const KernelSpec& spec, const ScalarArgs& s, const AttentionArgs& a) {
   if (spec.modifiers.has(ModifierKind::Alibi) && s.alibi == AlibiSlopes::Custom) {
     const auto n = static_cast<int64_t>(s.alibi_slopes.size());
     if (n != 1 && n != a.q.shape[1])
@@ -161,17 +160,14 @@ void check_scalars(const KernelSpec& spec, const AttentionArgs& a) {
   }
 }
 
-void check_rope_tables(const KernelSpec& spec, const AttentionArgs& a) {
+void check_rope_tables(const KernelSpec& spec, const ScalarArgs& scalars, const AttentionArgs& a) {
   if (!a.rope_tables) return;
   const RopeTablesView& t = *a.rope_tables;
   if (spec.score == ScoreKind::ScaledDot)
     fail(ErrorCode::Unsupported, "RoPE tables were given but the program has no rope or rope_window; drop "
                                  "them or rotate in the program");
-  if (spec.target == Target::Cuda)
-    fail(ErrorCode::Unsupported, "caller-supplied RoPE tables run on the CPU backend only; on CUDA the "
-                                 "kernel computes cos/sin from the program's RoPE parameters");
   const int64_t D = a.q.shape[3];
-  const int64_t pairs = D > 0 ? rope::rotary_dim_of(spec.scalars.rope, static_cast<int>(std::min<int64_t>(D, INT32_MAX))) / 2 : 0;
+  const int64_t pairs = D > 0 ? rope::rotary_dim_of(scalars.rope, static_cast<int>(std::min<int64_t>(D, INT32_MAX))) / 2 : 0;
   if (t.pairs != pairs)
     fail(ErrorCode::Shape, fmt::format("the RoPE tables have {} pairs per position but the program rotates {} "
                                        "(rotary_dim / 2)", t.pairs, pairs));
@@ -186,6 +182,10 @@ void check_rope_tables(const KernelSpec& spec, const AttentionArgs& a) {
 }  // namespace
 
 void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory indices) {
+  validate(spec, spec.scalars, args, indices);
+}
+
+void validate(const KernelSpec& spec, const ScalarArgs& scalars, const AttentionArgs& args, IndexMemory indices) {
   const bool host = indices == IndexMemory::Host;
   if (args.paged) {  // K and V come from the pages (common/paged.hpp)
     check_view(args.q, "Q");
@@ -196,8 +196,8 @@ void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory ind
     check_bias(spec, args);
     check_block_mask(spec, args);
     check_cu_seqlens(spec, args, host);
-    check_scalars(spec, args);
-    check_rope_tables(spec, args);
+    check_scalars(spec, scalars, args);
+    check_rope_tables(spec, scalars, args);
     return;
   }
   check_view(args.q, "Q");
@@ -209,8 +209,8 @@ void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory ind
   check_bias(spec, args);
   check_block_mask(spec, args);
   check_cu_seqlens(spec, args, host);
-  check_scalars(spec, args);
-  check_rope_tables(spec, args);
+  check_scalars(spec, scalars, args);
+  check_rope_tables(spec, scalars, args);
 }
 
 }  // namespace attnfuse

@@ -244,6 +244,34 @@ bool BlockMask::keeps(int64_t b, int64_t h, int64_t q, int64_t kv) const {
   return (bitmap_[static_cast<size_t>(bitmap_ptr_[e] + (bit >> 6))] >> (bit & 63)) & 1u;
 }
 
+BlockMask BlockMask::coarsened(int block_q, int block_k) const {
+  if (block_q <= 0 || block_k <= 0 || block_q % block_q_ != 0 || block_k % block_k_ != 0)
+    throw Error(ErrorCode::Shape,
+                fmt::format("BlockMask::coarsened: blocks of {} x {} are not multiples of the mask's {} x {}",
+                            block_q, block_k, block_q_, block_k_));
+  if (block_q == block_q_ && block_k == block_k_) return *this;
+  // A coarse block's state from the fine CSR rows under it: each row's entries in the key
+  // range are a contiguous run of its sorted columns.
+  const BlockClassifier classify = [this](int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0,
+                                          int64_t kv1) {
+    const int64_t fq0 = q0 / block_q_, fq1 = (q1 + block_q_ - 1) / block_q_;
+    const auto fk0 = static_cast<int32_t>(kv0 / block_k_), fk1 = static_cast<int32_t>((kv1 + block_k_ - 1) / block_k_);
+    bool any = false, all_full = true;
+    for (int64_t qb = fq0; qb < fq1; ++qb) {
+      const auto r = static_cast<size_t>(row_index(b, h, qb));
+      const auto first = col_idx_.begin() + row_ptr_[r], last = col_idx_.begin() + row_ptr_[r + 1];
+      const auto lo = std::lower_bound(first, last, fk0), hi = std::lower_bound(lo, last, fk1);
+      any |= lo != hi;
+      if (hi - lo != fk1 - fk0) all_full = false;  // some fine block of the range is inactive
+      for (auto it = lo; it != hi && all_full; ++it)
+        all_full = full_[static_cast<size_t>(it - col_idx_.begin())] != 0;
+    }
+    return !any ? BlockKind::Inactive : (all_full ? BlockKind::Full : BlockKind::Partial);
+  };
+  const Predicate keep = [this](int64_t b, int64_t h, int64_t q, int64_t kv) { return keeps(b, h, q, kv); };
+  return build("coarsened", &classify, keep, batch_, heads_, q_len_, kv_len_, block_q, block_k);
+}
+
 double BlockMask::density() const {
   const int64_t total = batch_ * heads_ * nqb_ * nkb_;
   if (total == 0) return 0.0;

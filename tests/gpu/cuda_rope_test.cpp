@@ -56,6 +56,32 @@ TEST(CudaRope, EveryFormInBothPlacements) {
   for (RopeMode mode : kModes) run_case({longrope_program(32), DType::BF16, 64, 1, 4, 1, 300, 300, std::nullopt, false, mode}, seed++);
 }
 
+// The caller's cos/sin tables (device memory) replace the computed angles in every kernel that
+// rotates: the fused prefill tile, the pre-rotation (16-byte and 32-bit paths), the decode tile
+// and rope_window (whose windows still come from the program's wavelengths).
+TEST(CudaRope, CallerTablesInEveryPlacement) {
+  uint32_t seed = 700;
+  for (RopeMode mode : kModes) {
+    for (const char* prog : {"softmax(causal(rope(Q, K))) @ V", "softmax(causal(rope(Q, K, style=gptj, rotary_dim=32))) @ V",
+                             "softmax(causal(rope(Q, K, rotary_dim=20))) @ V"})
+      for (int d : {64, 128}) {
+        gpu_test::Case c{prog, DType::BF16, d, 1, 4, 2, 150, 333, std::nullopt, false, mode};
+        c.rope_tables = true;
+        run_case(c, seed++);
+      }
+    gpu_test::Case window{"softmax(causal(rope_window(Q, K, k=1))) @ V", DType::F16, 128, 1, 4, 2, 200, 300,
+                          std::nullopt, false, mode};
+    window.rope_tables = true;
+    run_case(window, seed++);
+  }
+  for (int64_t nq : {1, 5}) {  // the decode tile, with a split key axis
+    gpu_test::Case decode{"softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, 128, 1, 8, 2, nq, 5000,
+                          std::nullopt};
+    decode.rope_tables = true;
+    run_case(decode, seed++);
+  }
+}
+
 TEST(CudaRope, PositionsFollowQOffsetAndHeadDims) {
   uint32_t seed = 400;
   for (RopeMode mode : kModes) {

@@ -324,6 +324,20 @@ TEST_F(CudaSparse, BlockSparseLargerBlocksAndOtherDtypes) {
   }
 }
 
+TEST_F(CudaSparse, BlockSparseFinerThanTheTile) {
+  // Mask blocks that divide the kernel's tile (BigBird's 64-blocks under a 128-row tile): the
+  // runtime coarsens the mask to the tile (full / partial / inactive from the blocks under it).
+  TRACE_SEED();
+  const Dims d{2, 4, 2, 700, 833, 64};
+  for (const char* prog : {kSparsePrograms[0], kSparsePrograms[1]}) {
+    const KernelSpec spec = cuda_spec(prog, DType::BF16, 64);
+    for (auto [bq, bk] : {std::pair{64, 64}, std::pair{32, 128}, std::pair{64, 32}}) {
+      check_sparse(spec, d, random_grid(d, d.B, d.Hq, bq, bk, 0.3, rng_), "random grid", rng_);
+      check_sparse(spec, d, partial_blocks(d, d.B, d.Hq, bq, bk, rng_), "partial blocks", rng_);
+    }
+  }
+}
+
 TEST_F(CudaSparse, BlockSparseFromClassifier) {
   // Attention sinks plus a local band (|q - kv| < 300), classified per block: full inside the
   // band, inactive far from it, partial on its edges; composed with causal.

@@ -12,6 +12,7 @@
 #include "attnfuse/program.hpp"
 #include "common/dtype.hpp"
 #include "reference/reference.hpp"
+#include "rope/frequencies.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/device_buffer.hpp"
 
@@ -40,7 +41,8 @@ std::string case_name(const Case& c) {
   return c.program + " " + dtype_name(c.dtype) + " D=" + std::to_string(c.head_dim) + " B" +
          std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hkv" + std::to_string(c.Hkv) +
          " Nq" + std::to_string(c.Nq) + " Nk" + std::to_string(c.Nk) +
-         (c.q_offset ? " q_offset" + std::to_string(*c.q_offset) : "") + " rope_mode=" + rope_mode_name(c.rope_mode);
+         (c.q_offset ? " q_offset" + std::to_string(*c.q_offset) : "") + " rope_mode=" + rope_mode_name(c.rope_mode) +
+         (c.rope_tables ? " with rope tables" : "");
 }
 
 void run_case(const Case& c, uint32_t seed) {
@@ -62,6 +64,18 @@ void run_case(const Case& c, uint32_t seed) {
     std::normal_distribution<float> dist(0.f, 1.f);
     for (auto& x : bias) x = dist(rng);
     host.bias = TensorView::contiguous(bias.data(), DType::F32, {1, c.Hq, c.Nq, c.Nk});
+  }
+  std::vector<float> cos_t, sin_t;
+  if (c.rope_tables) {
+    // Tables of unrelated random values (not a rotation), so a kernel that computed its own
+    // angles instead would fail the comparison.
+    const int64_t pairs = rope::rotary_dim_of(spec.scalars.rope, c.head_dim) / 2;
+    const int64_t positions = reference::rope_seq_len(host);
+    std::normal_distribution<float> dist(0.f, 0.8f);
+    cos_t.resize(static_cast<size_t>(positions * pairs));
+    sin_t.resize(cos_t.size());
+    for (size_t i = 0; i < cos_t.size(); ++i) cos_t[i] = dist(rng), sin_t[i] = dist(rng);
+    host.rope_tables = RopeTablesView{cos_t.data(), sin_t.data(), positions, pairs};
   }
   const auto ref = reference::attention(spec, host, reference::Precision::F64);
   const auto naive = reference::attention(spec, host, reference::Precision::Naive);
@@ -98,6 +112,11 @@ void run_case(const Case& c, uint32_t seed) {
     dv.upload(v.data.data());
   }
   if (!bias.empty()) dbias.upload(bias.data());
+  DeviceBuffer dcos(cos_t.size() * 4), dsin(sin_t.size() * 4);
+  if (!cos_t.empty()) {
+    dcos.upload(cos_t.data());
+    dsin.upload(sin_t.data());
+  }
   dout.poison();
   dlse.poison();
 
@@ -114,6 +133,9 @@ void run_case(const Case& c, uint32_t seed) {
   }
   dev.lse = LseView::contiguous(static_cast<float*>(dlse.get()), {c.B, c.Hq, c.Nq});
   if (!bias.empty()) dev.bias->data = dbias.get();
+  if (c.rope_tables)
+    dev.rope_tables = RopeTablesView{static_cast<const float*>(dcos.get()), static_cast<const float*>(dsin.get()),
+                                     host.rope_tables->positions, host.rope_tables->pairs};
   runtime::run_cuda(spec, dev, nullptr, /*sync=*/true);
 
   std::vector<uint16_t> out(static_cast<size_t>(c.B * c.Hq * c.Nq * c.head_dim));

@@ -19,6 +19,9 @@ struct Case {
   std::optional<int64_t> q_offset;
   bool bshd = false;  // Q/K/V/O stored [B, S, H, D] and passed as strided BHSD views
   RopeMode rope_mode = RopeMode::Auto;
+  // rope / rope_window: the caller's cos/sin tables (random values, covering exactly the
+  // positions the call rotates) in place of the computed ones.
+  bool rope_tables = false;
 };
 
 

@@ -276,3 +276,71 @@ TEST(BlockMask, PredicateExceptionsPropagate) {
 
 }  // namespace
 }  // namespace attnfuse
+
+namespace attnfuse {
+namespace {
+
+// The state a coarse block must have, from the cells of the fine mask under it.
+BlockMask::BlockKind expected_kind(const BlockMask& fine, int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t k0,
+                                   int64_t k1) {
+  bool any = false, all = true;
+  for (int64_t q = q0; q < q1; ++q)
+    for (int64_t kv = k0; kv < k1; ++kv) {
+      const bool kept = fine.keeps(b, h, q, kv);
+      any |= kept;
+      all &= kept;
+    }
+  return !any ? BlockMask::BlockKind::Inactive : (all ? BlockMask::BlockKind::Full : BlockMask::BlockKind::Partial);
+}
+
+TEST(BlockMask, CoarsenedKeepsTheSameCellsInTileSizedBlocks) {
+  for (uint64_t seed : seeds()) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    // Fine blocks of three kinds: from a grid (every active block full), and from a predicate
+    // with partial blocks (a band plus random cells), over odd lengths and a broadcast head axis.
+    const int64_t B = 2, H = 3, nq = 301, nk = 419;
+    std::vector<uint8_t> grid(static_cast<size_t>(B * H * 10 * 14));
+    for (auto& g : grid) g = rng() % 3 == 0;
+    const BlockMask from_grid = BlockMask::from_dense(grid.data(), B, H, nq, nk, 32, 32);
+    auto band = [seed](int64_t, int64_t, int64_t q, int64_t kv) {
+      return (q - kv < 70 && kv - q < 40) || cell_hash(seed, 0, 0, q, kv) < 0.02;
+    };
+    const BlockMask from_pred = BlockMask::from_predicate(band, B, 1, nq, nk, 16, 32);
+    for (const BlockMask* fine : {&from_grid, &from_pred})
+      for (auto [cq, ck] : {std::pair{64, 64}, std::pair{128, 32}, std::pair{32, 128}, std::pair{128, 128}}) {
+        if (cq % fine->block_q() != 0 || ck % fine->block_k() != 0) continue;
+        SCOPED_TRACE(::testing::Message() << fine->block_q() << "x" << fine->block_k() << " -> " << cq << "x" << ck);
+        const BlockMask coarse = fine->coarsened(cq, ck);
+        ASSERT_EQ(coarse.block_q(), cq);
+        ASSERT_EQ(coarse.block_k(), ck);
+        ASSERT_EQ(coarse.batch(), fine->batch());
+        ASSERT_EQ(coarse.heads(), fine->heads());
+        expect_keeps_matches(coarse, [fine](int64_t b, int64_t h, int64_t q, int64_t kv) { return fine->keeps(b, h, q, kv); },
+                             coarse.batch(), coarse.heads());
+        // Block states: full exactly where every cell under it is kept, listed exactly where one is.
+        for (int64_t b = 0; b < coarse.batch(); ++b)
+          for (int64_t h = 0; h < coarse.heads(); ++h)
+            for (int64_t qb = 0; qb < coarse.num_q_blocks(); ++qb) {
+              const auto cols = coarse.kv_blocks(b, h, qb);
+              const auto full = coarse.full_flags(b, h, qb);
+              size_t e = 0;
+              for (int64_t kb = 0; kb < coarse.num_kv_blocks(); ++kb) {
+                const auto want = expected_kind(*fine, b, h, qb * cq, std::min(nq, (qb + 1) * cq), kb * ck,
+                                                std::min(nk, (kb + 1) * ck));
+                const bool listed = e < cols.size() && cols[e] == kb;
+                ASSERT_EQ(listed, want != BlockMask::BlockKind::Inactive) << "qb=" << qb << " kb=" << kb;
+                if (listed) ASSERT_EQ(full[e++] != 0, want == BlockMask::BlockKind::Full) << "qb=" << qb << " kb=" << kb;
+              }
+            }
+      }
+  }
+  const BlockMask m = BlockMask::from_predicate([](int64_t, int64_t, int64_t q, int64_t kv) { return q >= kv; }, 1, 1,
+                                                100, 100, 32, 32);
+  EXPECT_THROW(m.coarsened(48, 64), Error);  // not a multiple of 32
+  EXPECT_THROW(m.coarsened(0, 64), Error);
+  EXPECT_EQ(m.coarsened(32, 32).csr().cols.size(), m.csr().cols.size());
+}
+
+}  // namespace
+}  // namespace attnfuse

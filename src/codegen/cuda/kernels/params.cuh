@@ -25,6 +25,11 @@ struct RopeArgs {
   int limit[kMaxRopePairs];
   float factor;  // Hugging Face attention factor: multiplies cos and sin
   int half;      // rotated pairs: rotary_dim / 2 (a multiple of 2 on CUDA)
+  // The caller's tables (AttentionArgs::rope_tables, device memory), used as given in place of
+  // the computed cos/sin: pair r at position p is cos_table[p * half + r]. Null: computed.
+  const float* cos_table;
+  const float* sin_table;
+  int table_positions;  // rows of the tables; a position outside them rotates by NaN
 };
 
 // Strides are in elements; the last dimension of every tensor is contiguous.

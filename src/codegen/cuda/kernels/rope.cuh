@@ -20,6 +20,9 @@ struct RopeTables {
   const int* limit;                // [half] (rope_window)
   float factor;
   int half;
+  const float* cos_table;  // the caller's tables (global memory), or null
+  const float* sin_table;
+  int table_positions;
 };
 
 // Bytes of shared memory the tables of up to kPairs pairs take.
@@ -37,14 +40,26 @@ __device__ __forceinline__ RopeTables stage_rope_tables(const RopeArgs& r, char*
     turn[i] = r.turn[i];
     limit[i] = r.limit[i];
   }
-  return RopeTables{turn, limit, r.factor, r.half};
+  return RopeTables{turn, limit, r.factor, r.half, r.cos_table, r.sin_table, r.table_positions};
 }
 
 // cos and sin (times the attention factor) of pair r at position pos. The angle in turns is
 // pos * turn[r] mod 1, done in 64-bit integers (wrap-around is the reduction), so it is exact to
 // 2^-32 turns; the top 32 bits as a signed fraction give an angle in [-π, π), where the MUFU
-// sine/cosine are accurate to about 4e-7.
+// sine/cosine are accurate to about 4e-7. With the caller's tables, their entries as given: the
+// host checks that they cover every position of the call, and a position it cannot see (a
+// document's rows, with device offsets) that falls outside them gives NaN rather than a stray read.
 __device__ __forceinline__ void rope_cos_sin(const RopeTables& r, int pos, int pair, float& c, float& s) {
+  if (r.cos_table) {
+    if (pos < 0 || pos >= r.table_positions) {
+      c = s = __int_as_float(0x7fffffff);
+      return;
+    }
+    const af_i64 i = (af_i64)pos * r.half + pair;
+    c = __ldg(r.cos_table + i);
+    s = __ldg(r.sin_table + i);
+    return;
+  }
   const unsigned long long turns = (unsigned long long)(long long)pos * r.turn[pair];
   const float angle = (float)(int)(turns >> 32) * 1.4629180792671596e-9f;  // 2π / 2^32
   __sincosf(angle, &s, &c);
