@@ -110,6 +110,30 @@ TEST(BlockMask, DenseGridRoundTrip) {
   }
 }
 
+TEST(BlockMask, DenseGridLargeEnoughForTheThreadTeam) {
+  // Grids of 2^20 entries and more are read by the OpenMP team (smaller ones by one thread):
+  // the same CSR either way.
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t H = 2, n = 1024 * 16, nb = 1024;
+  std::vector<uint8_t> grid(static_cast<size_t>(H * nb * nb));
+  for (auto& g : grid) g = rng() % 7 == 0;
+  const BlockMask m = BlockMask::from_dense(grid.data(), 1, H, n, n, 16, 16);
+  int64_t active = 0;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t qb = 0; qb < nb; ++qb) {
+      const auto cols = m.kv_blocks(0, h, qb);
+      size_t e = 0;
+      for (int64_t kb = 0; kb < nb; ++kb)
+        if (grid[static_cast<size_t>((h * nb + qb) * nb + kb)]) {
+          ASSERT_LT(e, cols.size()) << "h=" << h << " qb=" << qb;
+          ASSERT_EQ(cols[e++], kb) << "h=" << h << " qb=" << qb;
+        }
+      ASSERT_EQ(e, cols.size()) << "h=" << h << " qb=" << qb;
+      active += static_cast<int64_t>(e);
+    }
+  EXPECT_EQ(static_cast<int64_t>(m.csr().cols.size()), active);
+}
+
 TEST(BlockMask, BroadcastOverBatchAndHeads) {
   std::atomic<int> calls_outside_zero{0};
   auto pred = [&](int64_t b, int64_t h, int64_t q, int64_t kv) {
