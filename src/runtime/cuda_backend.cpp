@@ -25,6 +25,7 @@
 #include "passes/split_kv.hpp"
 #include "passes/tile_sizes.hpp"
 #include "reference/reference.hpp"
+#include "runtime/cuda_knobs.hpp"
 #include "runtime/device_block_mask.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/nvrtc.hpp"
@@ -113,76 +114,6 @@ CompiledBinary compile_cuda(const KernelSpec& spec, int arch) {
 }
 
 namespace {
-
-// ATTNFUSE_CUDA_TILE=block_q,block_k,num_warps replaces the tile pass's choice: a tuning knob for
-// sweeps (bench/), read once per process.
-const std::optional<TileConfig>& tile_override() {
-  static const std::optional<TileConfig> t = []() -> std::optional<TileConfig> {
-    const char* env = std::getenv("ATTNFUSE_CUDA_TILE");
-    if (!env || !*env) return std::nullopt;
-    TileConfig c;
-    c.stages = 2;
-    if (std::sscanf(env, "%d,%d,%d", &c.block_q, &c.block_k, &c.num_warps) != 3 || c.num_warps <= 0 ||
-        c.block_q % (16 * c.num_warps) != 0 || c.block_k % 16 != 0)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("ATTNFUSE_CUDA_TILE='{}' is not block_q,block_k,num_warps with block_q a "
-                              "multiple of 16*num_warps and block_k a multiple of 16", env));
-    return c;
-  }();
-  return t;
-}
-
-// True unless the environment sets `name` to 0.
-bool knob_on(const char* name) {
-  const char* env = std::getenv(name);
-  return !(env && std::string(env) == "0");
-}
-
-// Hopper A/B switches (benchmarks, and a way around a suspected problem), read once per process:
-// ATTNFUSE_CUDA_WGMMA=0 keeps the prefill kernel in its mma.sync form, ATTNFUSE_CUDA_TMA=0 keeps
-// the wgmma form's K/V loads on cp.async.
-bool wgmma_enabled() {
-  static const bool on = knob_on("ATTNFUSE_CUDA_WGMMA");
-  return on;
-}
-bool tma_enabled() {
-  static const bool on = knob_on("ATTNFUSE_CUDA_TMA");
-  return on;
-}
-
-// ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks replaces those two choices of the Hopper form's
-// tile (the occupancy sweep in bench/), read once per process.
-const std::optional<std::pair<int, int>>& wgmma_tile_override() {
-  static const std::optional<std::pair<int, int>> t = []() -> std::optional<std::pair<int, int>> {
-    const char* env = std::getenv("ATTNFUSE_CUDA_WGMMA_TILE");
-    if (!env || !*env) return std::nullopt;
-    int bk = 0, mb = 0;
-    if (std::sscanf(env, "%d,%d", &bk, &mb) != 2 || (bk != 64 && bk != 128) || mb < 1 || mb > 3)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("ATTNFUSE_CUDA_WGMMA_TILE='{}' is not block_k,min_blocks with block_k 64 or 128 "
-                              "and min_blocks 1-3", env));
-    return std::pair{bk, mb};
-  }();
-  return t;
-}
-
-// ATTNFUSE_CUDA_DECODE_TILE=block_q,block_k,num_warps,stages replaces the decode variant's tile:
-// the knob of the decode tile sweep (bench/), read once per process.
-const std::optional<TileConfig>& decode_tile_override() {
-  static const std::optional<TileConfig> t = []() -> std::optional<TileConfig> {
-    const char* env = std::getenv("ATTNFUSE_CUDA_DECODE_TILE");
-    if (!env || !*env) return std::nullopt;
-    TileConfig c;
-    c.pack_gqa = true;
-    if (std::sscanf(env, "%d,%d,%d,%d", &c.block_q, &c.block_k, &c.num_warps, &c.stages) != 4 ||
-        c.num_warps <= 0 || c.block_q % (16 * c.num_warps) != 0 || c.block_k % 16 != 0 || c.stages < 2)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("ATTNFUSE_CUDA_DECODE_TILE='{}' is not block_q,block_k,num_warps,stages with block_q "
-                              "a multiple of 16*num_warps, block_k of 16 and stages >= 2", env));
-    return c;
-  }();
-  return t;
-}
 
 // Resident blocks per SM of a loaded kernel (shared memory, registers and threads bound it).
 int blocks_per_sm(const LoadedModule& m) {

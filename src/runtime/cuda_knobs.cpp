@@ -1,0 +1,88 @@
+// The CUDA backend's environment knobs (cuda_knobs.hpp).
+#include "runtime/cuda_knobs.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "attnfuse/error.hpp"
+
+namespace attnfuse::runtime {
+namespace {
+
+bool empty(const char* text) { return text == nullptr || *text == '\0'; }
+
+// True unless the environment sets `name` to 0.
+bool knob_on(const char* name) {
+  const char* env = std::getenv(name);
+  return !(env && std::string(env) == "0");
+}
+
+}  // namespace
+
+std::optional<TileConfig> parse_tile_knob(const char* text) {
+  if (empty(text)) return std::nullopt;
+  TileConfig c;
+  c.stages = 2;
+  char tail = 0;
+  if (std::sscanf(text, "%d,%d,%d%c", &c.block_q, &c.block_k, &c.num_warps, &tail) != 3 || c.num_warps <= 0 ||
+      c.block_q <= 0 || c.block_q % (16 * c.num_warps) != 0 || c.block_k <= 0 || c.block_k % 16 != 0)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("ATTNFUSE_CUDA_TILE='{}' is not block_q,block_k,num_warps with block_q a "
+                            "multiple of 16*num_warps and block_k a multiple of 16", text));
+  return c;
+}
+
+std::optional<TileConfig> parse_decode_tile_knob(const char* text) {
+  if (empty(text)) return std::nullopt;
+  TileConfig c;
+  c.pack_gqa = true;
+  char tail = 0;
+  if (std::sscanf(text, "%d,%d,%d,%d%c", &c.block_q, &c.block_k, &c.num_warps, &c.stages, &tail) != 4 ||
+      c.num_warps <= 0 || c.block_q <= 0 || c.block_q % (16 * c.num_warps) != 0 || c.block_k <= 0 ||
+      c.block_k % 16 != 0 || c.stages < 2)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("ATTNFUSE_CUDA_DECODE_TILE='{}' is not block_q,block_k,num_warps,stages with block_q "
+                            "a multiple of 16*num_warps, block_k of 16 and stages >= 2", text));
+  return c;
+}
+
+std::optional<std::pair<int, int>> parse_wgmma_tile_knob(const char* text) {
+  if (empty(text)) return std::nullopt;
+  int bk = 0, mb = 0;
+  char tail = 0;
+  if (std::sscanf(text, "%d,%d%c", &bk, &mb, &tail) != 2 || (bk != 64 && bk != 128) || mb < 1 || mb > 3)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("ATTNFUSE_CUDA_WGMMA_TILE='{}' is not block_k,min_blocks with block_k 64 or 128 "
+                            "and min_blocks 1-3", text));
+  return std::pair{bk, mb};
+}
+
+const std::optional<TileConfig>& tile_override() {
+  static const std::optional<TileConfig> t = parse_tile_knob(std::getenv("ATTNFUSE_CUDA_TILE"));
+  return t;
+}
+
+const std::optional<TileConfig>& decode_tile_override() {
+  static const std::optional<TileConfig> t = parse_decode_tile_knob(std::getenv("ATTNFUSE_CUDA_DECODE_TILE"));
+  return t;
+}
+
+const std::optional<std::pair<int, int>>& wgmma_tile_override() {
+  static const std::optional<std::pair<int, int>> t = parse_wgmma_tile_knob(std::getenv("ATTNFUSE_CUDA_WGMMA_TILE"));
+  return t;
+}
+
+bool wgmma_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_WGMMA");
+  return on;
+}
+
+bool tma_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_TMA");
+  return on;
+}
+
+}  // namespace attnfuse::runtime

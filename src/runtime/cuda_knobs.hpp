@@ -1,0 +1,31 @@
+// The CUDA backend's environment knobs: tile overrides for the sweeps in bench/ and the Hopper
+// A/B switches. Each is read once per process; the parsers are separate so tests can feed them
+// text. Malformed values throw Error(Unsupported) naming the knob and its format.
+#pragma once
+
+#include <optional>
+#include <utility>
+
+#include "attnfuse/kernel_spec.hpp"
+
+namespace attnfuse::runtime {
+
+// ATTNFUSE_CUDA_TILE=block_q,block_k,num_warps replaces the tile pass's choice (the mma.sync
+// form, two stages). Null or empty text: no override.
+std::optional<TileConfig> parse_tile_knob(const char* text);
+// ATTNFUSE_CUDA_DECODE_TILE=block_q,block_k,num_warps,stages replaces the decode variant's tile.
+std::optional<TileConfig> parse_decode_tile_knob(const char* text);
+// ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks replaces those two choices of the Hopper form's
+// tile (block_k 64 or 128, 1-3 blocks per SM).
+std::optional<std::pair<int, int>> parse_wgmma_tile_knob(const char* text);
+
+// The knobs as this process's environment sets them.
+const std::optional<TileConfig>& tile_override();
+const std::optional<TileConfig>& decode_tile_override();
+const std::optional<std::pair<int, int>>& wgmma_tile_override();
+// ATTNFUSE_CUDA_WGMMA=0 keeps the prefill kernel in its mma.sync form on Hopper;
+// ATTNFUSE_CUDA_TMA=0 keeps the wgmma form's K/V loads on cp.async.
+bool wgmma_enabled();
+bool tma_enabled();
+
+}  // namespace attnfuse::runtime

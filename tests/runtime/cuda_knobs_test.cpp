@@ -1,0 +1,52 @@
+// The CUDA backend's environment knobs (runtime/cuda_knobs.hpp): their parsers, no GPU needed.
+#include <gtest/gtest.h>
+
+#include "attnfuse/error.hpp"
+#include "runtime/cuda_knobs.hpp"
+
+namespace attnfuse::runtime {
+namespace {
+
+TEST(CudaKnobs, UnsetOrEmptyMeansNoOverride) {
+  EXPECT_FALSE(parse_tile_knob(nullptr));
+  EXPECT_FALSE(parse_tile_knob(""));
+  EXPECT_FALSE(parse_decode_tile_knob(nullptr));
+  EXPECT_FALSE(parse_wgmma_tile_knob(""));
+}
+
+TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
+  const auto t = parse_tile_knob("128,64,8");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->block_q, 128);
+  EXPECT_EQ(t->block_k, 64);
+  EXPECT_EQ(t->num_warps, 8);
+  EXPECT_EQ(t->stages, 2);
+  EXPECT_FALSE(t->wgmma);
+  const auto d = parse_decode_tile_knob("16,64,1,4");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->block_q, 16);
+  EXPECT_EQ(d->stages, 4);
+  EXPECT_TRUE(d->pack_gqa);
+  EXPECT_EQ(parse_wgmma_tile_knob("64,2"), (std::pair{64, 2}));
+}
+
+TEST(CudaKnobs, MalformedValuesNameTheKnob) {
+  auto refused = [](auto parse, const char* text, const char* knob) {
+    try {
+      parse(text);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+      EXPECT_NE(std::string(e.what()).find(knob), std::string::npos) << e.what();
+    }
+  };
+  for (const char* bad : {"128,64", "128,64,8,", "128,64,8x", "100,64,8", "128,24,8", "128,64,0", "-128,64,8", "a,b,c"})
+    refused(parse_tile_knob, bad, "ATTNFUSE_CUDA_TILE");
+  for (const char* bad : {"16,64,1", "16,64,1,1", "16,40,1,2", "16,64,1,2,3"})
+    refused(parse_decode_tile_knob, bad, "ATTNFUSE_CUDA_DECODE_TILE");
+  for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1"})
+    refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");
+}
+
+}  // namespace
+}  // namespace attnfuse::runtime
