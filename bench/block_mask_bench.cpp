@@ -1,6 +1,7 @@
 // Times BlockMask construction at long lengths (issue 5: flex users find building the mask costs
 // more than the attention): per-cell from_predicate, from_block_classifier and from_dense, for a
-// causal mask, a causal sliding window and a BigBird grid, each validated before it is timed.
+// causal mask, a causal sliding window and a BigBird grid, each validated before it is timed; and
+// the coarsening of the 64-block BigBird mask to the CUDA tile (BlockMask::coarsened).
 //
 //   build/bin/block_mask_bench [--n 131072] [--heads 12] [--reps 5] [--no-per-cell]
 //
@@ -194,8 +195,11 @@ int main(int argc, char** argv) {
     const int64_t small = 4096 + 77;
     if (c.grid) use_grid(small);
     const BlockMask ref = BlockMask::from_predicate(c.keep, 1, 2, small, small, c.block, c.block);
-    const bool ok = same(ref, BlockMask::from_block_classifier(c.classify, c.keep, 1, 2, small, small, c.block, c.block)) &&
-                    (!c.grid || same(ref, BlockMask::from_dense(grid.data(), 1, 2, small, small, c.block, c.block)));
+    bool ok = same(ref, BlockMask::from_block_classifier(c.classify, c.keep, 1, 2, small, small, c.block, c.block)) &&
+              (!c.grid || same(ref, BlockMask::from_dense(grid.data(), 1, 2, small, small, c.block, c.block)));
+    // Coarsening to the CUDA prefill tile (128 x 64 at D = 64) gives the per-cell mask in those blocks.
+    if (c.block < 128)
+      ok = ok && same(BlockMask::from_predicate(c.keep, 1, 2, small, small, 128, 64), ref.coarsened(128, 64));
     if (c.grid) {
       use_grid(4096);
       fmt::print("{}: density at N = 4096: {:.2f}%\n", c.name,
@@ -213,6 +217,8 @@ int main(int argc, char** argv) {
       if (c.grid)
         report(c.name, "from_dense", h, n,
                time_it([&] { return BlockMask::from_dense(grid.data(), 1, h, n, n, c.block, c.block); }, reps), reps);
+      if (c.block < 128)  // what the CUDA runtime does once to a mask finer than its tile
+        report(c.name, "coarsened to 128 x 64", h, n, time_it([&] { return fast.mask.coarsened(128, 64); }, reps), reps);
       if (per_cell && h == 1) {
         const Timing slow = time_it([&] { return BlockMask::from_predicate(c.keep, 1, h, n, n, c.block, c.block); }, 1);
         report(c.name, "from_predicate", h, n, slow, 1);

@@ -118,6 +118,9 @@ class BlockMask {
   std::vector<int64_t> bitmap_ptr_;  // per entry: word offset of its cell bitmap, -1 if full
   std::vector<uint64_t> bitmap_;     // block_q*block_k bits per partial block, row-major
 
+  // One row of blocks while it is built (src/sparsity/row_build.hpp), and the CSR from the rows.
+  struct RowBuild;
+  static void assemble(BlockMask& m, std::vector<RowBuild>& rows, int64_t words_per_block);
   // The one construction path: classify (null = every block Partial), evaluate cells where needed.
   static BlockMask build(const char* who, const BlockClassifier* classify, const Predicate& keep,
                          int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int block_q,

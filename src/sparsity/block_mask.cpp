@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "attnfuse/error.hpp"
+#include "sparsity/row_build.hpp"
 
 namespace attnfuse {
 namespace {
@@ -33,16 +34,6 @@ void check_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, in
                             "int32 index can hold",
                             who, kv_len, block_k));
 }
-
-// One row of blocks (b, h, qb) while it is being built; rows are built in parallel and then
-// concatenated, so no thread ever appends to shared vectors. Only partial blocks store cells (the
-// e-th partial block's bitmap is the e-th run of words_per_block words), so full and inactive
-// blocks cost a few bytes whatever their size.
-struct RowBuild {
-  std::vector<int32_t> cols;
-  std::vector<uint8_t> full;
-  std::vector<uint64_t> bits;
-};
 
 // Evaluates the cells [q0, q1) x [k0, k1) into `cell` (cleared first); returns how many are kept.
 int64_t evaluate_cells(const BlockMask::Predicate& keep, int64_t b, int64_t h, int64_t q0,
@@ -119,6 +110,12 @@ BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, con
   }
   if (failure) std::rethrow_exception(failure);
 
+  assemble(m, rows, words_per_block);
+  return m;
+}
+
+void BlockMask::assemble(BlockMask& m, std::vector<RowBuild>& rows, int64_t words_per_block) {
+  const auto nrows = static_cast<int64_t>(rows.size());
   // Prefix sums give every row its place in the CSR; then rows are copied in parallel. The staging
   // and the CSR coexist until the copy ends: for a partial-heavy mask that is twice its bitmaps.
   m.row_ptr_.assign(static_cast<size_t>(nrows + 1), 0);
@@ -146,7 +143,6 @@ BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, con
     std::copy(rb.bits.begin(), rb.bits.end(), m.bitmap_.begin() + word_base[static_cast<size_t>(r)]);
     rb = RowBuild{};
   }
-  return m;
 }
 
 BlockMask BlockMask::with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len,
@@ -245,34 +241,6 @@ bool BlockMask::keeps(int64_t b, int64_t h, int64_t q, int64_t kv) const {
   if (full_[e]) return true;
   const int64_t bit = (q - qb * block_q_) * block_k_ + (kv - kb * block_k_);
   return (bitmap_[static_cast<size_t>(bitmap_ptr_[e] + (bit >> 6))] >> (bit & 63)) & 1u;
-}
-
-BlockMask BlockMask::coarsened(int block_q, int block_k) const {
-  if (block_q <= 0 || block_k <= 0 || block_q % block_q_ != 0 || block_k % block_k_ != 0)
-    throw Error(ErrorCode::Shape,
-                fmt::format("BlockMask::coarsened: blocks of {} x {} are not multiples of the mask's {} x {}",
-                            block_q, block_k, block_q_, block_k_));
-  if (block_q == block_q_ && block_k == block_k_) return *this;
-  // A coarse block's state from the fine CSR rows under it: each row's entries in the key
-  // range are a contiguous run of its sorted columns.
-  const BlockClassifier classify = [this](int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0,
-                                          int64_t kv1) {
-    const int64_t fq0 = q0 / block_q_, fq1 = (q1 + block_q_ - 1) / block_q_;
-    const auto fk0 = static_cast<int32_t>(kv0 / block_k_), fk1 = static_cast<int32_t>((kv1 + block_k_ - 1) / block_k_);
-    bool any = false, all_full = true;
-    for (int64_t qb = fq0; qb < fq1; ++qb) {
-      const auto r = static_cast<size_t>(row_index(b, h, qb));
-      const auto first = col_idx_.begin() + row_ptr_[r], last = col_idx_.begin() + row_ptr_[r + 1];
-      const auto lo = std::lower_bound(first, last, fk0), hi = std::lower_bound(lo, last, fk1);
-      any |= lo != hi;
-      if (hi - lo != fk1 - fk0) all_full = false;  // some fine block of the range is inactive
-      for (auto it = lo; it != hi && all_full; ++it)
-        all_full = full_[static_cast<size_t>(it - col_idx_.begin())] != 0;
-    }
-    return !any ? BlockKind::Inactive : (all_full ? BlockKind::Full : BlockKind::Partial);
-  };
-  const Predicate keep = [this](int64_t b, int64_t h, int64_t q, int64_t kv) { return keeps(b, h, q, kv); };
-  return build("coarsened", &classify, keep, batch_, heads_, q_len_, kv_len_, block_q, block_k);
 }
 
 double BlockMask::density() const {
