@@ -131,6 +131,7 @@ int blocks_per_sm(const LoadedModule& m) {
 
 CudaKernel::CudaKernel(const KernelSpec& spec) : spec_(spec) {
   for (auto& v : variants_) v.store(nullptr);
+  prerotate_wgmma_ = spec_.score != ScoreKind::ScaledDot && resolved(RopeMode::Prerotate, 0, KvLayout::Contiguous).tile.wgmma;
 }
 
 RopeMode CudaKernel::default_mode() const {
@@ -179,8 +180,7 @@ RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& 
                               spec_.masks.has(MaskKind::SlidingWindow) ? scalars.window : 0};
   // On Hopper the prerotated prefill runs the wgmma form while the fused rotation stays on
   // mma.sync: the model of that pairing (the decode tiles are mma.sync in both placements).
-  const bool hopper_pair = !decode && resolved(RopeMode::Prerotate, 0, KvLayout::Contiguous).tile.wgmma;
-  return passes::choose_rope_mode(shape, passes::rope_cost_model_h200(hopper_pair));
+  return passes::choose_rope_mode(shape, passes::rope_cost_model_h200(!decode && prerotate_wgmma_));
 }
 
 namespace {

@@ -102,6 +102,9 @@ class CudaKernel {
  private:
   KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv) const;
   KernelSpec spec_;
+  // The prerotated prefill takes the wgmma form on this device (fixed per kernel: decided once
+  // here rather than by resolving a spec copy on every auto-placement call).
+  bool prerotate_wgmma_ = false;
   // Indexed by RopeMode + 3 * tile (prefill, narrow / wide decode) + 9 * KvLayout; each
   // compiled on first use.
   mutable std::atomic<const LoadedModule*> variants_[18];
