@@ -17,9 +17,10 @@ inline constexpr int kCudaSmemLimit = 227 * 1024;
 // per-pair RoPE tables too (8-byte turn + 4-byte limit per pair). The one formula for both the
 // tile pass's checks and the launch (codegen::cuda::shared_memory_bytes).
 // The wgmma form stores tiles unpadded (swizzled) plus 1 KB of slack to align them and 64 B
-// for its TMA barriers.
+// for its TMA barriers; its rope_window (prerotated) stages the 4-byte window limits alone.
 constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim, bool rope_tables = false) {
-  if (t.wgmma) return (t.block_q + 2 * t.stages * t.block_k) * head_dim * 2 + 1024 + 64;
+  if (t.wgmma)
+    return (t.block_q + 2 * t.stages * t.block_k) * head_dim * 2 + 1024 + 64 + (rope_tables ? (head_dim / 2) * 4 : 0);
   return (t.block_q + 2 * t.stages * t.block_k) * (head_dim + 8) * 2 + (rope_tables ? (head_dim / 2) * 12 : 0);
 }
 
@@ -159,9 +160,10 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
 // wgmma keeps no Q or K fragments in registers and issues one instruction per 16 dims where
 // mma.sync issued BN/8 of them plus ldmatrix, so the tensor cores stay busier at the same tile.
 //  - Covered: D 64 and 128 (whole 64-element swizzle blocks, N <= 128), every mask and modifier,
-//    ReLU, documents, paged K/V, block-sparse, and rope in prerotate placement (the plain kernel).
-//  - Not covered (keep mma.sync): in-kernel RoPE (fused rotation and rope_window read the padded
-//    layout), the decode tiles (16/64 rows), D 96 and 256.
+//    ReLU, documents, paged K/V, block-sparse, and rope and rope_window in prerotate placement
+//    (rope_window reads the pairs interleaved and skips dead leading k steps: rope.cuh WindowCut).
+//  - Not covered (keep mma.sync): the fused rotation (it rotates tiles in the padded layout), the
+//    decode tiles (16/64 rows), D 96 and 256.
 //  - Each warpgroup overlaps its softmax of tile j with the P V product of tile j - 1
 //    (fwd_wgmma.cuh), which needs three K/V stages: 225 KB at D = 128, block_k 128.
 //  - D = 64 takes four stages (145 KB): two tiles load ahead while the warpgroups drift apart
@@ -170,8 +172,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
 //    budget at D = 128 (the same line the mma.sync tile draws). Block-sparse keeps the tile's
 //    block_k so that masks built for it stay multiples of it.
 constexpr bool cuda_wgmma_eligible(const KernelSpec& s) {
-  const bool rope_in_kernel =
-      s.score == ScoreKind::RopeWindow || (s.score == ScoreKind::Rope && s.rope_mode != RopeMode::Prerotate);
+  const bool rope_in_kernel = s.score != ScoreKind::ScaledDot && s.rope_mode != RopeMode::Prerotate;
   return (s.head_dim == 64 || s.head_dim == 128) && (s.dtype == DType::BF16 || s.dtype == DType::F16) &&
          !s.tile.pack_gqa && s.tile.key_warps == 1 && !rope_in_kernel;
 }

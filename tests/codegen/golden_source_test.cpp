@@ -46,6 +46,9 @@ const Golden kGolden[] = {
      false, 90},
     {"document_alibi_sm90_fp16_d64", "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V", DType::F16,
      64, RopeMode::Auto, false, 90},
+    // rope_window's wgmma form: the rotation writes neox pairs interleaved, the kernel reads gptj.
+    {"rope_window_prerotate_sm90_bf16_d128", "softmax(causal(rope_window(Q, K, k=1, base=500000))) @ V", DType::BF16,
+     128, RopeMode::Prerotate, false, 90},
 };
 
 std::string read(const std::string& path) {

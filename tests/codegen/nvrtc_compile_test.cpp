@@ -47,6 +47,7 @@ const RopeProgram kRopePrograms[] = {
     {"softmax(causal(rope_window(Q, K, k=1, base=500000))) @ V", RopeMode::Fused},
     {"softmax(causal(rope_window(Q, K, k=1, base=500000))) @ V", RopeMode::Prerotate},
     {"softmax(alibi(sliding_window(causal(rope_window(Q, K, k=2, style=gptj)), 1024))) @ V", RopeMode::Fused},
+    {"softmax(alibi(sliding_window(causal(rope_window(Q, K, k=2, style=gptj)), 1024))) @ V", RopeMode::Prerotate},
 };
 
 // Programs of the decode variant (GQA-packed 64-row tiles, split-KV) and of the sequence masks,

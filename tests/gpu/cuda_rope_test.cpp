@@ -122,6 +122,38 @@ TEST(CudaRope, RopeWindowPrunesExactlyPerCell) {
   }
 }
 
+// On Hopper the prerotated rope_window runs the wgmma form: Q and K rotated with interleaved
+// pairs, leading dead k steps skipped per warpgroup tile, boundary pairs taken back per cell
+// (rope.cuh, WindowCut). These cases reach what the plain sweep above does not: neox partial
+// spans through both rotation paths (16-byte and 32-bit), a sequence long enough that far tiles
+// skip most k steps or all of them, and longrope factors that make wavelengths non-monotone, so
+// dead pairs also sit past the lead step. (On other GPUs they run the mma.sync form.)
+TEST(CudaRope, RopeWindowInterleavedPrerotation) {
+  uint32_t seed = 700;
+  for (int d : {64, 128}) {
+    run_case({"softmax(causal(rope_window(Q, K, k=1, rotary_dim=32))) @ V", DType::BF16, d, 1, 4, 2, 400, 400,
+              std::nullopt, false, RopeMode::Prerotate}, seed++);
+    run_case({"softmax(causal(rope_window(Q, K, k=1, rotary_dim=20))) @ V", DType::F16, d, 1, 4, 2, 333, 333,
+              std::nullopt, false, RopeMode::Prerotate}, seed++);
+    run_case({"softmax(causal(rope_window(Q, K, k=0.25))) @ V", DType::BF16, d, 1, 2, 1, 3000, 3000, std::nullopt,
+              false, RopeMode::Prerotate}, seed++);
+  }
+  // Every other pair's frequency divided by 40: wavelengths zigzag.
+  std::string lf, sf;
+  for (int r = 0; r < 32; ++r) {
+    lf += fmt::format("{}{}", r ? ", " : "", r % 2 ? 40 : 1);
+    sf += fmt::format("{}{}", r ? ", " : "", r % 2 ? 40 : 1);
+  }
+  run_case({fmt::format("softmax(causal(rope_window(Q, K, k=1, rope_type=longrope, factor=2, "
+                        "original_max_position_embeddings=4096, long_factor=[{}], short_factor=[{}]))) @ V",
+                        lf, sf),
+            DType::BF16, 64, 1, 4, 1, 900, 900, std::nullopt, false, RopeMode::Prerotate},
+           seed++);
+  // Chunked prefill: queries at the end of a longer cache (q_offset), non-causal cells too.
+  run_case({"softmax(rope_window(Q, K, k=0.5, base=500000)) @ V", DType::BF16, 128, 2, 4, 2, 200, 1500, 1000, false,
+            RopeMode::Prerotate}, seed++);
+}
+
 TEST(CudaRope, AutoPlacementRunsWhicheverItPicks) {
   // The cost model picks fused for short sequences and prerotate for long ones; both are right.
   const passes::RopeCostModel m = passes::rope_cost_model_h200();

@@ -176,7 +176,16 @@ TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
   EXPECT_FALSE(passes::cuda_arch_tile(spec(rope, 128, RopeMode::Fused), 90).wgmma) << "rotation reads padded tiles";
   EXPECT_FALSE(passes::cuda_arch_tile(spec(rope, 128, RopeMode::Auto), 90).wgmma);
   EXPECT_TRUE(passes::cuda_arch_tile(spec(rope, 128, RopeMode::Prerotate), 90).wgmma);
-  EXPECT_FALSE(passes::cuda_arch_tile(spec("softmax(causal(rope_window(Q, K, k=1))) @ V", 128), 90).wgmma);
+  const char* window = "softmax(causal(rope_window(Q, K, k=1))) @ V";
+  EXPECT_FALSE(passes::cuda_arch_tile(spec(window, 128), 90).wgmma);
+  EXPECT_FALSE(passes::cuda_arch_tile(spec(window, 128, RopeMode::Fused), 90).wgmma);
+  for (int d : {64, 128}) {  // prerotated rope_window: the wgmma form, with its limits in smem
+    const TileConfig t = passes::cuda_arch_tile(spec(window, d, RopeMode::Prerotate), 90);
+    EXPECT_TRUE(t.wgmma) << d;
+    EXPECT_EQ(t.stages, d == 64 ? 4 : 3) << d;
+    EXPECT_EQ(passes::cuda_smem_bytes(t, d, true), passes::cuda_smem_bytes(t, d) + d / 2 * 4);
+    EXPECT_LE(passes::cuda_smem_bytes(t, d, true), passes::kCudaSmemLimit) << d;
+  }
   KernelSpec decode = spec(causal, 128);
   decode.tile = passes::cuda_decode_tile(128, 16);
   EXPECT_FALSE(passes::cuda_arch_tile(decode, 90).wgmma);

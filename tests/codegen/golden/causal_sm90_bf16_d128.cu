@@ -21,7 +21,8 @@ struct Spec {
   static constexpr bool kHasModifiers = false;
   static constexpr bool kRelu = false;
   // RoPE: rotate Q and K tiles in the kernel (fused placement); rope_window's per-pair windows;
-  // neox pairs (r, r + rotary_dim/2), else gptj (2r, 2r+1).
+  // neox pairs (r, r + rotary_dim/2), else gptj (2r, 2r+1) (also neox Q and K prerotated
+  // interleaved, as rope_window's wgmma form reads them).
   static constexpr bool kRotate = false;
   static constexpr bool kPairWindow = false;
   static constexpr bool kNeox = true;

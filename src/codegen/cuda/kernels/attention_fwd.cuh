@@ -5,8 +5,9 @@
 // that codegen emits: the Spec carries the structure (element type, head dim, tile shape, which
 // masks, which normalization) as constants and the score modifiers as one small hook body.
 // RoPE (rope.cuh) enters at three points: Q and K tiles rotated in shared memory (fused
-// placement), rope_window's per-tile pair plan masking the Q fragments of the QK product, and
-// its boundary pairs added per cell before the softmax. What a block works on (sequence,
+// placement), rope_window's per-tile pair plan masking the Q fragments of the QK product (or,
+// in the wgmma form, skipping its leading k steps: WindowCut), and its boundary pairs corrected
+// per cell before the softmax. What a block works on (sequence,
 // query rows, key tiles, split) comes from work.cuh: batch entries, documents, paged sequences,
 // GQA-packed decode tiles and BlockMask rows all reduce to one Work record.
 #pragma once
@@ -78,7 +79,8 @@ struct FwdKernel {
   static constexpr bool kRotate = Spec::kRotate;
   static constexpr bool kPairWindow = Spec::kPairWindow;
   static constexpr bool kNeox = Spec::kNeox;
-  static constexpr bool kTables = kRotate || kPairWindow;  // per-pair RoPE tables staged in smem
+  // Per-pair RoPE tables staged in smem (the wgmma form's rope_window stages its limits alone).
+  static constexpr bool kTables = kRotate || (kPairWindow && !kWgmma);
   using Plan = PairPlan<kD>;
   // rope_window's compile-time pruning level for tiles far from the diagonal: the 32
   // highest-frequency pairs dead (PairPlan::level >= 2). Every level costs one more instance of
@@ -96,16 +98,21 @@ struct FwdKernel {
   }
 
   static constexpr int kTableBytes = kTables ? RopeTableBytes<kD / 2>::value : 0;
+  // rope_window's wgmma form stages only the window limits, behind the 64 B of mbarriers.
+  static constexpr int kWgmmaLimitsOffset = 64;
 
   // K/V pipeline depth: tile it is computed while tiles it+1 .. it+kStages-1 load. rope_window
   // carries each tile's pair plan from the step that loads it to the step that uses it, which
   // holds one plan ahead: two stages.
   static constexpr int kStages = Spec::kStages;
-  static_assert(kStages >= 2 && (!kPairWindow || kStages == 2), "rope_window pipelines two K/V stages");
+  static_assert(kStages >= 2 && (!kPairWindow || kStages == 2 || kWgmma), "rope_window pipelines two K/V stages");
 
+  // rope_window in the wgmma form reads Q and K prerotated with interleaved pairs (WindowCut), and
+  // plans each tile when it computes it, so any pipeline depth serves.
   static_assert(!kWgmma || (kD % 64 == 0 && kD <= 128 && kBM == 128 && kWarps == 8 && kKeyWarps == 1 &&
-                             !kTables && !W::kPack && (kBN == 64 || kBN == 128) && (kStages == 3 || kStages == 4)),
-                "the wgmma form covers the 128-row prefill tile, D 64 or 128, without in-kernel RoPE");
+                             !kRotate && !(kPairWindow && kNeox) && !W::kPack && (kBN == 64 || kBN == 128) &&
+                             (kStages == 3 || kStages == 4)),
+                "the wgmma form covers the 128-row prefill tile, D 64 or 128, with prerotated RoPE");
   // Shared memory: Q tile, kStages K and V tiles (kPitch elements per row), then the RoPE tables
   // or, in the wgmma form, its mbarriers (64 B: two per stage at most); the wgmma form's swizzle
   // atoms need 1024-byte alignment, which run() makes from 1 KB of slack. The launch sizes it
@@ -116,6 +123,12 @@ struct FwdKernel {
   static __device__ __forceinline__ int chunk_offset(int r, int ch) {
     if constexpr (kWgmma) return sw128_offset<kRows>(r, ch);
     else return r * kStride + ch * 8;
+  }
+
+  // Element (r, d) of a kRows-row tile, as a float.
+  template <int kRows>
+  static __device__ __forceinline__ float tile_at(const Element* tile, int r, int d) {
+    return Traits::to_float(tile[chunk_offset<kRows>(r, d >> 3) + (d & 7)].bits);
   }
 
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
@@ -214,15 +227,16 @@ struct FwdKernel {
     return w.m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
   }
 
-  // rope_window: add each boundary pair's term q_a k_a + q_b k_b to the raw scores of the cells
-  // within its window (|Δ| <= limit), reading the pair's rotated dims straight from the Q and K
-  // tiles. Boundary pairs are few per tile (their limits must fall inside the tile's range of
-  // |Δ|), so this per-cell work stays small next to the MMA.
-  static __device__ __forceinline__ void add_boundary_terms(const W& w, const RopeTables& rt,
-                                                            float (&acc_s)[kAtoms][kNT][4],
-                                                            const Plan& plan, const Element* sQ,
-                                                            const Element* k_tile, int n0, int warp, int kn,
-                                                            int g, int t) {
+  // rope_window (mma.sync): add each boundary pair's term q_a k_a + q_b k_b to the raw scores of
+  // the cells within its window (|Δ| <= limit), reading the pair's rotated dims straight from the
+  // Q and K tiles. Boundary pairs are few per tile (their limits must fall inside the tile's range
+  // of |Δ|), so this per-cell work stays small next to the MMA. (The wgmma form takes terms back
+  // instead: WgmmaMainloop::correct_window.)
+  template <int kWords>
+  static __device__ __forceinline__ void window_terms(const W& w, const RopeTables& rt,
+                                                      float (&acc_s)[kAtoms][kNT][4], const u32 (&pairs)[kWords],
+                                                      const Element* sQ, const Element* k_tile, int n0, int warp,
+                                                      int kn, int g, int t) {
     // Δ of accumulator row (a, hf), column n*8 + 2t + e is d0[a][hf] - 8n - e.
     int d0[kAtoms][2];
 #pragma unroll
@@ -234,8 +248,8 @@ struct FwdKernel {
         d0[a][hf] = i + w.q_offset - n0 - kn - 2 * t;
       }
 #pragma unroll
-    for (int wd = 0; wd < (kD / 2 + 31) / 32; ++wd) {
-      for (u32 m = plan.boundary[wd]; m; m &= m - 1u) {
+    for (int wd = 0; wd < kWords; ++wd) {
+      for (u32 m = pairs[wd]; m; m &= m - 1u) {
         const int pair = 32 * wd + __ffs(m) - 1;
         const int lim = rt.limit[pair];
         const int da = kNeox ? pair : 2 * pair;
@@ -246,15 +260,15 @@ struct FwdKernel {
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
             const int rl = warp * 16 * kAtoms + a * 16 + g + hf * 8;
-            qa[a][hf] = Traits::to_float(sQ[rl * kStride + da].bits);
-            qb[a][hf] = Traits::to_float(sQ[rl * kStride + db].bits);
+            qa[a][hf] = tile_at<kBM>(sQ, rl, da);
+            qb[a][hf] = tile_at<kBM>(sQ, rl, db);
           }
 #pragma unroll
         for (int n = 0; n < kNT; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const Element* krow = k_tile + (kn + n * 8 + 2 * t + e) * kStride;
-            const float ka = Traits::to_float(krow[da].bits), kb = Traits::to_float(krow[db].bits);
+            const int kr = kn + n * 8 + 2 * t + e;
+            const float ka = tile_at<kBN>(k_tile, kr, da), kb = tile_at<kBN>(k_tile, kr, db);
 #pragma unroll
             for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
@@ -464,7 +478,7 @@ struct FwdKernel {
 
     if constexpr (kPairWindow) {
       if (plan.boundary[0] | plan.boundary[1] | plan.boundary[2] | plan.boundary[3])
-        add_boundary_terms(w, rt, acc_s, plan, sQ, k_tile, n0, warp, kn, g, t);
+        window_terms(w, rt, acc_s, plan.boundary, sQ, k_tile, n0, warp, kn, g, t);
       plan = next;
     }
 
@@ -587,6 +601,12 @@ struct FwdKernel {
     if constexpr (kTables) {
       rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + kStages * kKVTile));
       __syncthreads();  // the pair plan below reads the staged limits
+    } else if constexpr (kPairWindow) {
+      // The wgmma form: the limits only, published by the loop's first barrier.
+      int* limit = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kWgmmaLimitsOffset);
+      for (int i = threadIdx.x; i < p.rope.half; i += kThreads) limit[i] = p.rope.limit[i];
+      rt.limit = limit;
+      rt.half = p.rope.half;
     }
     const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3;
@@ -611,7 +631,7 @@ struct FwdKernel {
 
     Plan plan{};
     const bool any = w.it_begin < w.it_end;
-    if (kPairWindow && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
+    if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
     load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
     if (any && !kWgmma) load_kv(p, w, sK, sV, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu);
     cp_async_commit();  // the wgmma loop loads its own K/V tiles (by TMA where it can)
@@ -636,7 +656,7 @@ struct FwdKernel {
           rt);
     }
 
-    if constexpr (kWgmma) WgmmaMainloop<FwdKernel>::run(p, w, sQ, sK, sV, warp, g, t, slope, acc_o, row_m, row_l);
+    if constexpr (kWgmma) WgmmaMainloop<FwdKernel>::run(p, w, rt, sQ, sK, sV, warp, g, t, slope, acc_o, row_m, row_l);
     else for (int it = w.it_begin; it < w.it_end; ++it) {
       const int n0 = w.tile(p, it) * kBN;
       bool inside = w.tile_inside(p, n0);

@@ -57,6 +57,112 @@ struct WgmmaMainloop {
     wgmma_commit();
   }
 
+  // rope_window (interleaved prerotated pairs, WindowCut): S = Q K^T from k step kLead on. That
+  // step takes Q from registers with the cut's dead pairs zeroed; the later ones read Q and K
+  // from shared memory as issue_qk does. One straight-line instance per lead, so that each is
+  // one wgmma group in the SASS; with the skipped steps branched over instead, ptxas closes a
+  // group at every step. (On the H200 both ran at the same speed, and the branched body
+  // compiled 1.2 s faster at D = 128: bench/results/2026-12-01-h200-session6, calls 2 and 3.)
+  // Each instance waits for its S before returning: ptxas would wait where the instances join
+  // anyway (holding every instance's Q registers until then), and the plain loop's SASS waits
+  // for S before the P V issue too. Nothing else is in flight here (the last P V was waited for).
+  template <int kLead>
+  static __device__ __forceinline__ void issue_qk_cut(const Element* sQ, const Element* k_tile, int wg, int warp,
+                                                      int lane, int t, const WindowCut<kD>& cut, int half,
+                                                      float (&s)[kNT][4]) {
+    const u32 q_base = smem_addr(sQ) + wg * 64 * 128, k_base = smem_addr(k_tile);
+    // The A fragment of dims 16 kLead ..: thread t's registers 0, 1 hold dims 2t, 2t + 1 (pair
+    // 8 kLead + t), registers 2, 3 dims 2t + 8, 2t + 9 (pair 8 kLead + 4 + t).
+    const int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    u32 qa[4];
+    ldmatrix_x4(qa, smem_addr(sQ + Kernel::template chunk_offset<kBM>(row, 2 * kLead + (lane >> 4))));
+    const u32 lo = lead_pair_kept(cut, 8 * kLead + t, half) ? 0xffffffffu : 0u;
+    const u32 hi = lead_pair_kept(cut, 8 * kLead + 4 + t, half) ? 0xffffffffu : 0u;
+    qa[0] &= lo;
+    qa[1] &= lo;
+    qa[2] &= hi;
+    qa[3] &= hi;
+    fence_operands(s);
+    wgmma_fence();
+    wgmma_rs_t<Element, kBN, false>(s, qa, sw128_desc(k_base + (kLead >> 2) * kBN * 128 + (kLead & 3) * 32, 16, 1024),
+                                    0);
+#pragma unroll
+    for (int kk = kLead + 1; kk < kD / 16; ++kk) {
+      const u32 col = (kk & 3) * 32;
+      wgmma_ss<Element, kBN>(s, sw128_desc(q_base + (kk >> 2) * kBM * 128 + col, 16, 1024),
+                             sw128_desc(k_base + (kk >> 2) * kBN * 128 + col, 16, 1024), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(s);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(qa[e])::"memory");  // read by the product until here
+  }
+
+  // S = Q K^T of the cut (issued and waited for): issue_qk_cut for its lead step, uniform over
+  // the warpgroup.
+  template <int kLead = 0>
+  static __device__ __forceinline__ void issue_qk_window(const Element* sQ, const Element* k_tile, int wg, int warp,
+                                                         int lane, int t, const WindowCut<kD>& cut, int half,
+                                                         float (&s)[kNT][4]) {
+    if constexpr (kLead + 1 < kD / 16) {
+      if (cut.lead != kLead) {
+        issue_qk_window<kLead + 1>(sQ, k_tile, wg, warp, lane, t, cut, half, s);
+        return;
+      }
+    }
+    issue_qk_cut<kLead>(sQ, k_tile, wg, warp, lane, t, cut, half, s);
+  }
+
+  // rope_window: take back, from the cells of this warp's rows out of its window (|Δ| > limit),
+  // the term q_a k_a + q_b k_b of every pair in cut.corr, read from the swizzled Q and K tiles.
+  // The pair's dims are adjacent (interleaved), so one 32-bit load gives both; a thread's
+  // columns 8n + 2t + e share their swizzle (row % 8), so its 16 loads per e sit at immediate
+  // offsets from one address; the per-cell work is a compare and two predicated FMAs.
+  static __device__ __forceinline__ void correct_window(const W& w, const RopeTables& rt, float (&s)[kNT][4],
+                                                        const WindowCut<kD>& cut, const Element* sQ,
+                                                        const Element* k_tile, int n0, int warp, int g, int t) {
+    int d0[2];  // Δ of row hf, column 8n + 2t + e: d0[hf] - 8n - e
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      int i, h;
+      w.row_of(Kernel::acc_row(w, warp, 0, g, hf), i, h);
+      d0[hf] = i + w.q_offset - n0 - 2 * t;
+    }
+#pragma unroll
+    for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) {
+      for (u32 m = cut.corr[wd]; m; m &= m - 1u) {
+        const int pair = 32 * wd + __ffs(m) - 1;
+        const int lim = rt.limit[pair];
+        const int ch = pair >> 2, in = (2 * pair) & 7;  // chunk of dims 2 pair, 2 pair + 1
+        float qa[2], qb[2];
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int row = warp * 16 + g + 8 * hf;
+          unpack2<Element>(*reinterpret_cast<const u32*>(sQ + sw128_offset<kBM>(row, ch) + in), qa[hf], qb[hf]);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const Element* kcol = k_tile + sw128_offset<kBN>(2 * t + e, ch) + in;
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) {
+            float ka, kb;
+            unpack2<Element>(*reinterpret_cast<const u32*>(kcol + n * 8 * 64), ka, kb);
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int d = d0[hf] - 8 * n - e;
+              if (abs(d) > lim) {
+                float& x = s[n][2 * hf + e];
+                x = fmaf(-qa[hf], ka, x);
+                x = fmaf(-qb[hf], kb, x);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
   // O += P V: P from registers (A fragments), V read MN-major from its swizzled tile, one
   // m64nDk16 wgmma per 16 keys. Issued and committed, not waited.
   static __device__ __forceinline__ void issue_pv(const Element* v_tile, const u32 (&pa)[kBN / 16][4],
@@ -150,9 +256,9 @@ struct WgmmaMainloop {
   // On entry: Q is in flight as the only cp.async group (FwdKernel::run). On exit every wgmma and
   // copy has completed and acc_o / row_m / row_l hold the block's unnormalised state (row_l not
   // yet quad-summed).
-  static __device__ void run(const FwdParams& p, const W& w, const Element* sQ, Element* sK, Element* sV, int warp,
-                             int g, int t, float slope, float (&acc_o)[1][kDT][4], float (&row_m)[1][2],
-                             float (&row_l)[1][2]) {
+  static __device__ void run(const FwdParams& p, const W& w, const RopeTables& rt, const Element* sQ, Element* sK,
+                             Element* sV, int warp, int g, int t, float slope, float (&acc_o)[1][kDT][4],
+                             float (&row_m)[1][2], float (&row_l)[1][2]) {
     if (w.it_begin >= w.it_end) return;
     const int wg = warp / 4, n = w.it_end - w.it_begin;
     const bool tma = Kernel::SpecType::kTmaKV && p.tma_kv != 0;
@@ -173,6 +279,14 @@ struct WgmmaMainloop {
     float s[1][kNT][4];
     u32 pa[kBN / 16][4];
     float alpha[2];
+    // rope_window: this warpgroup's query positions (the cut is per warpgroup: 64 rows span
+    // fewer Δ than the block's 128).
+    constexpr bool kWindow = Kernel::kPairWindow;
+    const int gq_lo = w.i_lo + 64 * wg <= w.i_hi ? w.i_lo + 64 * wg : w.i_hi;
+    const int gq_hi = gq_lo + 63 < w.i_hi ? gq_lo + 63 : w.i_hi;
+    const int wq_lo = w.i_lo + 16 * warp <= w.i_hi ? w.i_lo + 16 * warp : w.i_hi;
+    const int wq_hi = wq_lo + 15 < w.i_hi ? wq_lo + 15 : w.i_hi;
+    WindowCut<kD> cut{};
 
     // Tiles 0 .. kS - 2 start loading (one cp.async group each, empty ones past the end).
 #pragma unroll
@@ -219,11 +333,29 @@ struct WgmmaMainloop {
           cp_async_commit();
         }
       }
-      issue_qk(sQ, sK + (rel % kS) * kKVTile, wg, s[0]);  // S_it
+      const Element* k_tile = sK + (rel % kS) * kKVTile;
+      if constexpr (kWindow) {
+        // The tile's cut, made here rather than before the waits or under the previous tile's
+        // P V: both measured 2-8% slower on the H200 (bench/results/2026-12-01-h200-session6).
+        const int n0 = w.tile(p, it) * kBN;
+        int k_last = (n0 + kBN < w.len_k ? n0 + kBN : w.len_k) - 1;
+        if (k_last < n0) k_last = n0;
+        const int qo = w.q_offset;
+        cut = window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);
+        issue_qk_window(sQ, k_tile, wg, warp, threadIdx.x & 31, t, cut, rt.half, s[0]);  // S_it, waited for
+      } else {
+        issue_qk(sQ, k_tile, wg, s[0]);  // S_it
+      }
       if (rel > 0) issue_pv(sV + ((rel - 1) % kS) * kKVTile, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
       if (rel > 0) wgmma_wait<1>();                    // S_it is done
       else wgmma_wait<0>();
       fence_operands(s[0]);
+      if constexpr (kWindow) {
+        bool any = false;
+#pragma unroll
+        for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) any |= cut.corr[wd] != 0u;
+        if (any) correct_window(w, rt, s[0], cut, sQ, k_tile, w.tile(p, it) * kBN, warp, g, t);
+      }
       softmax(p, w, it, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
       wgmma_wait<0>();  // the P V product is done: O may be rescaled, P overwritten
       fence_operands(acc_o[0]);

@@ -259,12 +259,92 @@ __device__ __forceinline__ PairPlan<kD> pair_plan(const RopeTables& r, int q_lo,
   return plan;
 }
 
+// ---- rope_window in the wgmma form: which k steps one warpgroup's tile multiplies --------
+
+// The wgmma form reads Q and K prerotated with each pair's two dims side by side (pair r at dims
+// 2r, 2r + 1 whatever the style: RotateKernel<..., kInterleave>), the rotated pairs first, so the
+// 16-dim k step s of S = Q K^T holds pairs 8s .. 8s + 7. Pairs are ordered by frequency, and a
+// pair whose wavelength is short drops out of the window first, so far from the diagonal the
+// dead pairs fill the leading k steps: those are not issued at all. The first k step issued
+// ("lead") multiplies Q registers with its dead pairs zeroed; every later step reads Q and K from
+// shared memory whole. Pairs that the product then counts in cells outside their window (the
+// boundary pairs, and dead pairs past the lead step where wavelengths are not monotone, as
+// longrope's may not be) are taken back per cell.
+template <int kD>
+struct WindowCut {
+  static constexpr int kWords = (kD / 2 + 31) / 32;
+  // Leading k steps not issued. At most kD / 16 - 1: a tile where no cell keeps any dim issues
+  // the last step with every pair masked, which gives S = 0 through the same code.
+  int lead;
+  u32 kept[kWords];   // pairs in the window of at least one cell of the warpgroup's tile
+  u32 corr[kWords];   // pairs multiplied but out of the window of some cell of this warp's rows
+};
+
+// Bits of pairs >= p in word w (pairs 32 w .. 32 w + 31).
+__device__ __forceinline__ u32 pairs_from(int p, int w) {
+  const int lo = 32 * w;
+  return p <= lo ? 0xffffffffu : (p < lo + 32 ? ~((1u << (p - lo)) - 1u) : 0u);
+}
+
+// |Δ| over query positions [q_lo, q_hi] x key positions [k_lo, k_hi]: its least and largest value.
+__device__ __forceinline__ void abs_delta_range(int q_lo, int q_hi, int k_lo, int k_hi, long long& lo,
+                                                long long& hi) {
+  const long long d_lo = (long long)q_lo - k_hi, d_hi = (long long)q_hi - k_lo;
+  lo = d_lo > 0 ? d_lo : (d_hi < 0 ? -d_hi : 0);
+  hi = (-d_lo > d_hi) ? -d_lo : d_hi;
+}
+
+// The cut of the warpgroup's query positions [g_lo, g_hi] x key positions [k_lo, k_hi]
+// (inclusive, non-empty), with the corrections of this warp's rows [w_lo, w_hi] (16 of the
+// warpgroup's 64: they span fewer Δ, so fewer pairs need them). Every lane gets the same cut.
+template <int kD>
+__device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_lo, int g_hi, int w_lo, int w_hi,
+                                                    int k_lo, int k_hi) {
+  using Cut = WindowCut<kD>;
+  long long g_min, g_max, w_min, w_max;
+  abs_delta_range(g_lo, g_hi, k_lo, k_hi, g_min, g_max);
+  abs_delta_range(w_lo, w_hi, k_lo, k_hi, w_min, w_max);
+  const int lane = threadIdx.x & 31, half = r.half;
+  Cut cut;
+  u32 short_w[Cut::kWords];  // pairs out of the window of some cell of the warp's rows
+  // The first dim any cell needs: a kept pair's, else the first unrotated dim.
+  int first_dim = 2 * half < kD ? 2 * half : kD;
+#pragma unroll
+  for (int w = 0; w < Cut::kWords; ++w) {
+    const int pair = 32 * w + lane;
+    const long long lim = pair < half ? r.limit[pair] : -1;
+    cut.kept[w] = __ballot_sync(0xffffffffu, lim >= g_min);
+    short_w[w] = __ballot_sync(0xffffffffu, pair < half && lim < w_max);
+    if (cut.kept[w] && 2 * (32 * w + __ffs(cut.kept[w]) - 1) < first_dim) first_dim = 2 * (32 * w + __ffs(cut.kept[w]) - 1);
+  }
+  cut.lead = first_dim / 16 < kD / 16 ? first_dim / 16 : kD / 16 - 1;
+  // Multiplied: the pairs from the lead step on, less the lead step's dead ones (masked).
+  const int from = 8 * cut.lead, after = from + 8;
+#pragma unroll
+  for (int w = 0; w < Cut::kWords; ++w) {
+    const u32 lead_step = pairs_from(from, w) & ~pairs_from(after, w);
+    const u32 multiplied = pairs_from(from, w) & ~(lead_step & ~cut.kept[w]);
+    cut.corr[w] = multiplied & short_w[w];
+  }
+  return cut;
+}
+
+// Is pair `pair` multiplied in the lead step (kept, or an unrotated dim)?
+template <int kD>
+__device__ __forceinline__ bool lead_pair_kept(const WindowCut<kD>& cut, int pair, int half) {
+  return pair >= half || ((cut.kept[pair >> 5] >> (pair & 31)) & 1u);
+}
+
 // ---- the pre-rotation kernel (rope_mode = prerotate) -------------------------------------
 
 // Rotates Q (positions q_offset + i) and K (positions j) into contiguous [B, H, N, D] copies.
 // Both paths round exactly as rotate_units does (fp32 rotation, one rounding to Element).
-template <class Element, int kD, bool kNeox>
+// kInterleave (neox only): the copies hold each pair's two dims side by side (pair r at dims
+// 2r, 2r + 1, the GPT-J layout), as rope_window's wgmma form reads them (WindowCut). Q K^T is
+// the same sum in either order, so only the pruning sees the difference.
+template <class Element, int kD, bool kNeox, bool kInterleave = false>
 struct RotateKernel {
+  static_assert(kNeox || !kInterleave, "gptj pairs are interleaved already");
   static constexpr int kUnits = kD / 2;  // 32-bit units per row
 
   static __device__ void run(const RotateParams& p) {
@@ -331,6 +411,20 @@ struct RotateKernel {
             wa[e] = T::pack(a0, b0);
           }
         }
+        if (kInterleave) {  // pairs 8k .. 8k + 7 as (a, b) runs: dims 16k .. 16k + 15
+          uint4 lo, hi;
+          u32* wl = reinterpret_cast<u32*>(&lo);
+          u32* wh = reinterpret_cast<u32*>(&hi);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            u32* out = e < 2 ? wl + 2 * e : wh + 2 * (e - 2);
+            out[0] = __byte_perm(wa[e], wb[e], 0x5410);  // (a, b) of pair 2e
+            out[1] = __byte_perm(wa[e], wb[e], 0x7632);  // (a, b) of pair 2e + 1
+          }
+          *reinterpret_cast<uint4*>(dst + h * dst_head + 2 * off_a) = lo;
+          *reinterpret_cast<uint4*>(dst + h * dst_head + 2 * off_a + 8) = hi;
+          continue;
+        }
         *reinterpret_cast<uint4*>(dst + h * dst_head + off_a) = va;
         if (kNeox) *reinterpret_cast<uint4*>(dst + h * dst_head + off_b) = vb;
       }
@@ -374,6 +468,11 @@ struct RotateKernel {
       u32 wa = src[oa / 2], wb = src[ob / 2];
       float x[2], y[2];
       rotate_units<Element, kNeox>(rope, (int)(p.pos0[t] + n), u, wa, wb, x, y);
+      if (kInterleave) {  // pairs 2u, 2u + 1 as (a, b) runs: units 2u, 2u + 1
+        dst[2 * u] = __byte_perm(wa, wb, 0x5410);
+        dst[2 * u + 1] = __byte_perm(wa, wb, 0x7632);
+        continue;
+      }
       dst[oa / 2] = wa;
       dst[ob / 2] = wb;
     }

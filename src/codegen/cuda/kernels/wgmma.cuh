@@ -128,9 +128,15 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const void* tensor_map, u32
 // D(64 x N) (+)= A(64 x 16, smem, K-major) * B(16 x N, smem, K-major); accumulate = 0 overwrites D.
 template <class T, int N>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], u64 desc_a, u64 desc_b, int accumulate);
-// D(64 x N) += A(64 x 16, registers) * B(16 x N, smem, MN-major).
+// D(64 x N) (+)= A(64 x 16, registers: the mma.sync m16n8k16 A fragment of each warp's 16 rows) *
+// B(16 x N, smem), B MN-major (kTransB, the P V product) or K-major (rope_window's S = Q K^T,
+// whose first k step takes masked Q registers); accumulate = 0 overwrites D.
+template <class T, int N, bool kTransB>
+__device__ __forceinline__ void wgmma_rs_t(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b, int accumulate);
 template <class T, int N>
-__device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b);
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b) {
+  wgmma_rs_t<T, N, true>(d, a, desc_b, 1);
+}
 
 #ifdef ATTNFUSE_WGMMA
 // One explicit instance per shape and element type. An m64nN accumulator is N/8 chunks of four
@@ -157,26 +163,32 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const u32 (&a)[4]
                  : ATTNFUSE_ACC_N##N                                                                         \
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate));                                              \
   }
-// RS: then the four A registers (%K .. %K+3), desc_b (%K+4) and the scale-d flag (%K+5, always 1).
-#define ATTNFUSE_WGMMA_RS(T, PTX, N, A0, A1, A2, A3, B, S)                                                 \
-  template <>                                                                                              \
-  __device__ __forceinline__ void wgmma_rs<T, N>(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b) {     \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" S ", 0;\n"                                            \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX "." PTX " " ATTNFUSE_REGS_N##N       \
-                 ", {%" A0 ",%" A1 ",%" A2 ",%" A3 "}, %" B ", p, 1, 1, 1;\n}\n"                              \
-                 : ATTNFUSE_ACC_N##N                                                                       \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));                      \
+// RS: then the four A registers (%K .. %K+3), desc_b (%K+4) and accumulate (%K+5); TB is B's
+// transpose flag (1: MN-major).
+#define ATTNFUSE_WGMMA_RS(T, PTX, N, TB, A0, A1, A2, A3, B, S)                                                  \
+  template <>                                                                                                   \
+  __device__ __forceinline__ void wgmma_rs_t<T, N, TB>(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b,     \
+                                                       int accumulate) {                                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" S ", 0;\n"                                                 \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX "." PTX " " ATTNFUSE_REGS_N##N            \
+                 ", {%" A0 ",%" A1 ",%" A2 ",%" A3 "}, %" B ", p, 1, 1, " #TB ";\n}\n"                            \
+                 : ATTNFUSE_ACC_N##N                                                                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));                   \
   }
+#define ATTNFUSE_WGMMA_RS_BOTH(T, PTX, N, A0, A1, A2, A3, B, S) \
+  ATTNFUSE_WGMMA_RS(T, PTX, N, 1, A0, A1, A2, A3, B, S)         \
+  ATTNFUSE_WGMMA_RS(T, PTX, N, 0, A0, A1, A2, A3, B, S)
 
 ATTNFUSE_WGMMA_SS(bf16_t, "bf16", 64, "32", "33", "34")
 ATTNFUSE_WGMMA_SS(f16_t, "f16", 64, "32", "33", "34")
 ATTNFUSE_WGMMA_SS(bf16_t, "bf16", 128, "64", "65", "66")
 ATTNFUSE_WGMMA_SS(f16_t, "f16", 128, "64", "65", "66")
-ATTNFUSE_WGMMA_RS(bf16_t, "bf16", 64, "32", "33", "34", "35", "36", "37")
-ATTNFUSE_WGMMA_RS(f16_t, "f16", 64, "32", "33", "34", "35", "36", "37")
-ATTNFUSE_WGMMA_RS(bf16_t, "bf16", 128, "64", "65", "66", "67", "68", "69")
-ATTNFUSE_WGMMA_RS(f16_t, "f16", 128, "64", "65", "66", "67", "68", "69")
+ATTNFUSE_WGMMA_RS_BOTH(bf16_t, "bf16", 64, "32", "33", "34", "35", "36", "37")
+ATTNFUSE_WGMMA_RS_BOTH(f16_t, "f16", 64, "32", "33", "34", "35", "36", "37")
+ATTNFUSE_WGMMA_RS_BOTH(bf16_t, "bf16", 128, "64", "65", "66", "67", "68", "69")
+ATTNFUSE_WGMMA_RS_BOTH(f16_t, "f16", 128, "64", "65", "66", "67", "68", "69")
 
+#undef ATTNFUSE_WGMMA_RS_BOTH
 #undef ATTNFUSE_WGMMA_RS
 #undef ATTNFUSE_WGMMA_SS
 #undef ATTNFUSE_REGS_N128
@@ -187,8 +199,8 @@ ATTNFUSE_WGMMA_RS(f16_t, "f16", 128, "64", "65", "66", "67", "68", "69")
 #else
 template <class T, int N>
 __device__ __forceinline__ void wgmma_ss(float (&)[N / 8][4], u64, u64, int) {}
-template <class T, int N>
-__device__ __forceinline__ void wgmma_rs(float (&)[N / 8][4], const u32 (&)[4], u64) {}
+template <class T, int N, bool kTransB>
+__device__ __forceinline__ void wgmma_rs_t(float (&)[N / 8][4], const u32 (&)[4], u64, int) {}
 #endif
 
 }  // namespace attnfuse_kernels
