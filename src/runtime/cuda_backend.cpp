@@ -22,6 +22,7 @@
 #include "codegen/cuda/kernels/params.cuh"
 #include "common/sha256.hpp"
 #include "passes/rope_placement.hpp"
+#include "runtime/kernel_sources.hpp"
 #include "passes/split_kv.hpp"
 #include "passes/tile_sizes.hpp"
 #include "reference/reference.hpp"
@@ -86,7 +87,7 @@ std::string describe(const KernelSpec& s) {
 
 std::string cache_key(const KernelSpec& spec, int arch) {
   std::string material = codegen::cuda::emit_forward(spec);
-  for (const auto& h : codegen::cuda::kernel_headers()) material += h.source;
+  for (const auto& h : kernel_sources()) material += h.source;
   for (const auto& o : nvrtc_options(arch, NvrtcOutput::Cubin)) material += "\n" + o;
   material += "\nnvrtc " + nvrtc_version() + "\nattnfuse " ATTNFUSE_VERSION;
   return sha256_hex(material);

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "attnfuse/error.hpp"
+#include "runtime/kernel_sources.hpp"
 #include "codegen/cuda/emit.hpp"
 
 namespace attnfuse::runtime {
@@ -134,7 +135,7 @@ NvrtcResult nvrtc_compile(const std::string& source, const std::string& name, in
                           NvrtcOutput output) {
   const auto& a = api();
   const auto start = std::chrono::steady_clock::now();
-  const auto& headers = codegen::cuda::kernel_headers();
+  const auto& headers = kernel_sources();
   std::vector<const char*> header_src, header_names;
   for (const auto& h : headers) {
     header_src.push_back(h.source);
