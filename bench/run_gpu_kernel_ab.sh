@@ -5,15 +5,18 @@
 # templates ("base") and each variant it runs, in that order:
 #   - the GPU tests TEST_FILTER selects (skipped when empty), so a variant is checked before it
 #     is timed;
-#   - bench/gpu_rope.py --suite SUITE --filter FILTER (skipped when SUITE is empty).
+#   - the benchmark BENCH names (a bench/*.py script and its suite arguments; --lib, --filter
+#     FILTER and --out are added), skipped when BENCH is empty. Default: RoPE's window suite.
 # Usage on the device (expects .devcarry/ from bench/make_device_carry.sh):
-#   SUITE=window FILTER=overhead TEST_FILTER='CudaRope.RopeWindow*' \
+#   FILTER=overhead TEST_FILTER='CudaRope.RopeWindow*' \
 #     bash bench/run_gpu_kernel_ab.sh bench/experiments/a.patch bench/experiments/b.patch
-# Logs: $OUT/ab_<variant>_{tests,bench}.log and ab_<variant>_bench.json.
+#   BENCH='bench/gpu_decode.py --suite bigbird --ours-only' TEST_FILTER='CudaSparse.*' \
+#     bash bench/run_gpu_kernel_ab.sh bench/experiments/c.patch
+# Logs: $OUT/ab_<variant>_{tests,bench}.log and the benchmark's output at $OUT/ab_<variant>_bench.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 L=.devcarry/lib/libattnfuse_c.so
-SUITE=${SUITE-window} FILTER=${FILTER-} TEST_FILTER=${TEST_FILTER-}
+BENCH=${BENCH-bench/gpu_rope.py --cli .devcarry/attnfuse --suite window} FILTER=${FILTER-} TEST_FILTER=${TEST_FILTER-}
 run_variant() {  # name, kernel dir ("" = embedded)
   local name=$1 dir=$2
   echo "== $name"
@@ -22,11 +25,11 @@ run_variant() {  # name, kernel dir ("" = embedded)
       > "$OUT/ab_${name}_tests.log" 2>&1
     echo "tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/ab_${name}_tests.log" | tr '\n' ' ')"
   fi
-  if [ -n "$SUITE" ]; then
-    ATTNFUSE_KERNEL_DIR=$dir timeout ${BENCH_TIMEOUT:-300} python3 bench/gpu_rope.py --lib $L --cli .devcarry/attnfuse \
-      --suite "$SUITE" --filter "$FILTER" --out "$OUT/ab_${name}_bench.json" 2>&1 | grep -v Warning \
-      > "$OUT/ab_${name}_bench.log"
-    grep -E "attnfuse_|speedup|INVALID|rror" "$OUT/ab_${name}_bench.log" | head -30
+  if [ -n "$BENCH" ]; then
+    # shellcheck disable=SC2086  # BENCH is a script and its arguments
+    ATTNFUSE_KERNEL_DIR=$dir timeout ${BENCH_TIMEOUT:-300} python3 $BENCH --lib $L --filter "$FILTER" \
+      --out "$OUT/ab_${name}_bench" 2>&1 | grep -v Warning > "$OUT/ab_${name}_bench.log"
+    grep -E "attnfuse|speedup|INVALID|rror" "$OUT/ab_${name}_bench.log" | head -30
   fi
 }
 run_variant base ""
