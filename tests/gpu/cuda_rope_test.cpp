@@ -126,8 +126,10 @@ TEST(CudaRope, RopeWindowPrunesExactlyPerCell) {
 // pairs, leading dead k steps skipped per warpgroup tile, boundary pairs taken back per cell
 // (rope.cuh, WindowCut). These cases reach what the plain sweep above does not: neox partial
 // spans through both rotation paths (16-byte and 32-bit), a sequence long enough that far tiles
-// skip most k steps or all of them, and longrope factors that make wavelengths non-monotone, so
-// dead pairs also sit past the lead step. (On other GPUs they run the mma.sync form.)
+// skip most k steps, base 100 (every window under ~150 positions) so that far tiles keep no
+// rotated pair at all (S = 0 from a fully masked step, or only the unrotated dims), and longrope
+// factors that make wavelengths non-monotone, so dead pairs also sit past the lead step. (On
+// other GPUs they run the mma.sync form.)
 TEST(CudaRope, RopeWindowInterleavedPrerotation) {
   uint32_t seed = 700;
   for (int d : {64, 128}) {
@@ -137,6 +139,10 @@ TEST(CudaRope, RopeWindowInterleavedPrerotation) {
               std::nullopt, false, RopeMode::Prerotate}, seed++);
     run_case({"softmax(causal(rope_window(Q, K, k=0.25))) @ V", DType::BF16, d, 1, 2, 1, 3000, 3000, std::nullopt,
               false, RopeMode::Prerotate}, seed++);
+    run_case({"softmax(causal(rope_window(Q, K, k=0.25, base=100))) @ V", DType::F16, d, 1, 2, 1, 700, 700,
+              std::nullopt, false, RopeMode::Prerotate}, seed++);
+    run_case({"softmax(causal(rope_window(Q, K, k=0.25, base=100, rotary_dim=32))) @ V", DType::BF16, d, 1, 2, 1, 700,
+              700, std::nullopt, false, RopeMode::Prerotate}, seed++);
   }
   // Every other pair's frequency divided by 40: wavelengths zigzag.
   std::string lf, sf;
