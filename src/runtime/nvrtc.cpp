@@ -12,8 +12,8 @@
 #include <regex>
 
 #include "attnfuse/error.hpp"
-#include "runtime/kernel_sources.hpp"
 #include "codegen/cuda/emit.hpp"
+#include "runtime/kernel_sources.hpp"
 
 namespace attnfuse::runtime {
 namespace {

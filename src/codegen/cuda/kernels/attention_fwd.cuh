@@ -125,12 +125,6 @@ struct FwdKernel {
     else return r * kStride + ch * 8;
   }
 
-  // Element (r, d) of a kRows-row tile, as a float.
-  template <int kRows>
-  static __device__ __forceinline__ float tile_at(const Element* tile, int r, int d) {
-    return Traits::to_float(tile[chunk_offset<kRows>(r, d >> 3) + (d & 7)].bits);
-  }
-
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
   // when the block is full) and the block's origin.
   struct BlockCells {
@@ -232,11 +226,11 @@ struct FwdKernel {
   // Q and K tiles. Boundary pairs are few per tile (their limits must fall inside the tile's range
   // of |Δ|), so this per-cell work stays small next to the MMA. (The wgmma form takes terms back
   // instead: WgmmaMainloop::correct_window.)
-  template <int kWords>
-  static __device__ __forceinline__ void window_terms(const W& w, const RopeTables& rt,
-                                                      float (&acc_s)[kAtoms][kNT][4], const u32 (&pairs)[kWords],
-                                                      const Element* sQ, const Element* k_tile, int n0, int warp,
-                                                      int kn, int g, int t) {
+  static __device__ __forceinline__ void add_boundary_terms(const W& w, const RopeTables& rt,
+                                                            float (&acc_s)[kAtoms][kNT][4],
+                                                            const Plan& plan, const Element* sQ,
+                                                            const Element* k_tile, int n0, int warp, int kn,
+                                                            int g, int t) {
     // Δ of accumulator row (a, hf), column n*8 + 2t + e is d0[a][hf] - 8n - e.
     int d0[kAtoms][2];
 #pragma unroll
@@ -248,8 +242,8 @@ struct FwdKernel {
         d0[a][hf] = i + w.q_offset - n0 - kn - 2 * t;
       }
 #pragma unroll
-    for (int wd = 0; wd < kWords; ++wd) {
-      for (u32 m = pairs[wd]; m; m &= m - 1u) {
+    for (int wd = 0; wd < (kD / 2 + 31) / 32; ++wd) {
+      for (u32 m = plan.boundary[wd]; m; m &= m - 1u) {
         const int pair = 32 * wd + __ffs(m) - 1;
         const int lim = rt.limit[pair];
         const int da = kNeox ? pair : 2 * pair;
@@ -260,15 +254,15 @@ struct FwdKernel {
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
             const int rl = warp * 16 * kAtoms + a * 16 + g + hf * 8;
-            qa[a][hf] = tile_at<kBM>(sQ, rl, da);
-            qb[a][hf] = tile_at<kBM>(sQ, rl, db);
+            qa[a][hf] = Traits::to_float(sQ[rl * kStride + da].bits);
+            qb[a][hf] = Traits::to_float(sQ[rl * kStride + db].bits);
           }
 #pragma unroll
         for (int n = 0; n < kNT; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int kr = kn + n * 8 + 2 * t + e;
-            const float ka = tile_at<kBN>(k_tile, kr, da), kb = tile_at<kBN>(k_tile, kr, db);
+            const Element* krow = k_tile + (kn + n * 8 + 2 * t + e) * kStride;
+            const float ka = Traits::to_float(krow[da].bits), kb = Traits::to_float(krow[db].bits);
 #pragma unroll
             for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
@@ -478,7 +472,7 @@ struct FwdKernel {
 
     if constexpr (kPairWindow) {
       if (plan.boundary[0] | plan.boundary[1] | plan.boundary[2] | plan.boundary[3])
-        window_terms(w, rt, acc_s, plan.boundary, sQ, k_tile, n0, warp, kn, g, t);
+        add_boundary_terms(w, rt, acc_s, plan, sQ, k_tile, n0, warp, kn, g, t);
       plan = next;
     }
 

@@ -41,6 +41,15 @@ struct WgmmaMainloop {
   static constexpr int kS = Kernel::kStages;
   static_assert(Kernel::kAtoms == 1 && (kS == 3 || kS == 4), "the wgmma loop runs one 16-row atom per warp, 3-4 stages");
 
+  // Descriptors of k step kk (16 dims) of a warpgroup's Q rows (q_base) and of a K tile, both read
+  // K-major from their swizzled tiles: column block kk / 4, 32 bytes per step inside it.
+  static __device__ __forceinline__ u64 q_step(u32 q_base, int kk) {
+    return sw128_desc(q_base + (kk >> 2) * kBM * 128 + (kk & 3) * 32, 16, 1024);
+  }
+  static __device__ __forceinline__ u64 k_step(u32 k_base, int kk) {
+    return sw128_desc(k_base + (kk >> 2) * kBN * 128 + (kk & 3) * 32, 16, 1024);
+  }
+
   // S = Q K^T for warpgroup wg's 64 rows: one m64nBNk16 wgmma per 16 dims, Q and K read K-major
   // from their swizzled tiles (the first k step overwrites S). Issued and committed, not waited.
   static __device__ __forceinline__ void issue_qk(const Element* sQ, const Element* k_tile, int wg,
@@ -49,11 +58,7 @@ struct WgmmaMainloop {
     fence_operands(s);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const u32 col = (kk & 3) * 32;  // bytes into the 64-dim column block
-      wgmma_ss<Element, kBN>(s, sw128_desc(q_base + (kk >> 2) * kBM * 128 + col, 16, 1024),
-                             sw128_desc(k_base + (kk >> 2) * kBN * 128 + col, 16, 1024), kk > 0);
-    }
+    for (int kk = 0; kk < kD / 16; ++kk) wgmma_ss<Element, kBN>(s, q_step(q_base, kk), k_step(k_base, kk), kk > 0);
     wgmma_commit();
   }
 
@@ -84,14 +89,9 @@ struct WgmmaMainloop {
     qa[3] &= hi;
     fence_operands(s);
     wgmma_fence();
-    wgmma_rs_t<Element, kBN, false>(s, qa, sw128_desc(k_base + (kLead >> 2) * kBN * 128 + (kLead & 3) * 32, 16, 1024),
-                                    0);
+    wgmma_rs_t<Element, kBN, false>(s, qa, k_step(k_base, kLead), 0);
 #pragma unroll
-    for (int kk = kLead + 1; kk < kD / 16; ++kk) {
-      const u32 col = (kk & 3) * 32;
-      wgmma_ss<Element, kBN>(s, sw128_desc(q_base + (kk >> 2) * kBM * 128 + col, 16, 1024),
-                             sw128_desc(k_base + (kk >> 2) * kBN * 128 + col, 16, 1024), 1);
-    }
+    for (int kk = kLead + 1; kk < kD / 16; ++kk) wgmma_ss<Element, kBN>(s, q_step(q_base, kk), k_step(k_base, kk), 1);
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(s);
@@ -334,10 +334,10 @@ struct WgmmaMainloop {
         }
       }
       const Element* k_tile = sK + (rel % kS) * kKVTile;
+      const int n0 = w.tile(p, it) * kBN;
       if constexpr (kWindow) {
         // The tile's cut, made here rather than before the waits or under the previous tile's
-        // P V: both measured 2-8% slower on the H200 (bench/results/2026-12-01-h200-session6).
-        const int n0 = w.tile(p, it) * kBN;
+        // P V: both measured 2-10% slower on the H200 (bench/results/2026-12-01-h200-session6).
         int k_last = (n0 + kBN < w.len_k ? n0 + kBN : w.len_k) - 1;
         if (k_last < n0) k_last = n0;
         const int qo = w.q_offset;
@@ -354,7 +354,7 @@ struct WgmmaMainloop {
         bool any = false;
 #pragma unroll
         for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) any |= cut.corr[wd] != 0u;
-        if (any) correct_window(w, rt, s[0], cut, sQ, k_tile, w.tile(p, it) * kBN, warp, g, t);
+        if (any) correct_window(w, rt, s[0], cut, sQ, k_tile, n0, warp, g, t);
       }
       softmax(p, w, it, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
       wgmma_wait<0>();  // the P V product is done: O may be rescaled, P overwritten

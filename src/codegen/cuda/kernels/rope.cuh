@@ -210,13 +210,19 @@ __device__ __forceinline__ int pair_of_dim(int d, int half) {
   return d < 2 * half ? d / 2 : -1;
 }
 
+// |Δ| over query positions [q_lo, q_hi] x key positions [k_lo, k_hi]: its least and largest value.
+__device__ __forceinline__ void abs_delta_range(int q_lo, int q_hi, int k_lo, int k_hi, long long& lo,
+                                                long long& hi) {
+  const long long d_lo = (long long)q_lo - k_hi, d_hi = (long long)q_hi - k_lo;
+  lo = d_lo > 0 ? d_lo : (d_hi < 0 ? -d_hi : 0);
+  hi = (-d_lo > d_hi) ? -d_lo : d_hi;
+}
+
 // The plan of query positions [q_lo, q_hi] x key positions [k_lo, k_hi] (inclusive, non-empty).
 template <int kD, bool kNeox>
 __device__ __forceinline__ PairPlan<kD> pair_plan(const RopeTables& r, int q_lo, int q_hi, int k_lo, int k_hi) {
-  // |Δ| over the tile: Δ takes every value in [q_lo - k_hi, q_hi - k_lo].
-  const long long d_lo = (long long)q_lo - k_hi, d_hi = (long long)q_hi - k_lo;
-  const long long min_abs = d_lo > 0 ? d_lo : (d_hi < 0 ? -d_hi : 0);
-  const long long max_abs = (-d_lo > d_hi) ? -d_lo : d_hi;
+  long long min_abs, max_abs;  // Δ takes every value in [q_lo - k_hi, q_hi - k_lo]
+  abs_delta_range(q_lo, q_hi, k_lo, k_hi, min_abs, max_abs);
   const int lane = threadIdx.x & 31;
   PairPlan<kD> plan;
 #pragma unroll
@@ -286,14 +292,6 @@ __device__ __forceinline__ u32 pairs_from(int p, int w) {
   return p <= lo ? 0xffffffffu : (p < lo + 32 ? ~((1u << (p - lo)) - 1u) : 0u);
 }
 
-// |Δ| over query positions [q_lo, q_hi] x key positions [k_lo, k_hi]: its least and largest value.
-__device__ __forceinline__ void abs_delta_range(int q_lo, int q_hi, int k_lo, int k_hi, long long& lo,
-                                                long long& hi) {
-  const long long d_lo = (long long)q_lo - k_hi, d_hi = (long long)q_hi - k_lo;
-  lo = d_lo > 0 ? d_lo : (d_hi < 0 ? -d_hi : 0);
-  hi = (-d_lo > d_hi) ? -d_lo : d_hi;
-}
-
 // The cut of the warpgroup's query positions [g_lo, g_hi] x key positions [k_lo, k_hi]
 // (inclusive, non-empty), with the corrections of this warp's rows [w_lo, w_hi] (16 of the
 // warpgroup's 64: they span fewer Δ, so fewer pairs need them). Every lane gets the same cut.
@@ -315,7 +313,8 @@ __device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_l
     const long long lim = pair < half ? r.limit[pair] : -1;
     cut.kept[w] = __ballot_sync(0xffffffffu, lim >= g_min);
     short_w[w] = __ballot_sync(0xffffffffu, pair < half && lim < w_max);
-    if (cut.kept[w] && 2 * (32 * w + __ffs(cut.kept[w]) - 1) < first_dim) first_dim = 2 * (32 * w + __ffs(cut.kept[w]) - 1);
+    const int first_kept = 2 * (32 * w + __ffs(cut.kept[w]) - 1);  // meaningful where any is kept
+    if (cut.kept[w] && first_kept < first_dim) first_dim = first_kept;
   }
   cut.lead = first_dim / 16 < kD / 16 ? first_dim / 16 : kD / 16 - 1;
   // Multiplied: the pairs from the lead step on, less the lead step's dead ones (masked).
