@@ -32,7 +32,7 @@ run_variant() {  # name, kernel dir ("" = embedded)
     grep -E "attnfuse|speedup|INVALID|rror" "$OUT/ab_${name}_bench.log" | head -30
   fi
 }
-run_variant base ""
+[ -n "${SKIP_BASE:-}" ] || run_variant base ""  # SKIP_BASE=1: variants only (their benchmarks time plain rope in the same process)
 for patch_file in "$@"; do
   name=$(basename "$patch_file" .patch)
   dir=$(mktemp -d)/kernels
