@@ -180,11 +180,14 @@ std::string cuda_rope_placement_line(Target target, const KernelSpec& spec, cons
 std::string cuda_launch_line(Target target, const KernelSpec& spec, const AttentionArgs& args) {
   if (target != Target::Cuda) return "";
   const runtime::LaunchPlan pl = runtime::cuda_kernel(spec).plan(args, spec.scalars);
-  return fmt::format("  cuda launch: {} variant{}, {} split{}{}, grid {}x{}x{}\n",
+  const TileConfig& t = pl.module->spec.tile;
+  const char* merge = pl.num_splits == 1     ? ""
+                      : pl.merge_in_kernel ? " merged by each tile's last block"
+                                           : " + combine kernel";
+  return fmt::format("  cuda launch: {} variant{}, {}-row x {}-key tiles in {} stages, {} split{}{}, grid {}x{}x{}\n",
                      pl.decode ? "decode (GQA group packed per tile)" : "prefill",
-                     pl.kv_layout == KvLayout::Paged ? ", paged K/V" : "", pl.num_splits,
-                     pl.num_splits == 1 ? "" : "s", pl.num_splits > 1 ? " + combine kernel" : "", pl.grid[0],
-                     pl.grid[1], pl.grid[2]);
+                     pl.kv_layout == KvLayout::Paged ? ", paged K/V" : "", t.block_q, t.block_k, t.stages,
+                     pl.num_splits, pl.num_splits == 1 ? "" : "s", merge, pl.grid[0], pl.grid[1], pl.grid[2]);
 }
 
 void run_attention(Target target, const KernelSpec& spec, const AttentionArgs& args) {

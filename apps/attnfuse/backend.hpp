@@ -41,7 +41,8 @@ class CudaResident {
 // For a rope program on CUDA: "  rope placement: <fused|prerotate> (...)\n" saying where this
 // call's Q and K are rotated (with rope_mode=auto, the cost model's choice); else "".
 std::string cuda_rope_placement_line(Target target, const KernelSpec& spec, const AttentionArgs& args);
-// "  cuda launch: ..." (variant, K/V layout, split-KV parts, grid) for CUDA runs, "" otherwise.
+// "  cuda launch: ..." (variant, K/V layout, tile and stages, split-KV parts, grid) for CUDA
+// runs, "" otherwise.
 std::string cuda_launch_line(Target target, const KernelSpec& spec, const AttentionArgs& args);
 
 // Runs the compiled program on `target` with host tensors (validates first, never touches

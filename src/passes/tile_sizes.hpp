@@ -131,13 +131,20 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    a quarter of every 64-key tile (key_warps = 4) and merge at the end. Measured on the H200
 //    (bench/results/2026-12-01-h200-decode/decode_tile_sweep.txt), the 64-row tile with one busy
 //    warp (the others only load) topped out at 2.4 TB/s at B1 / 32k and 3.8 at B32: one warp's
-//    MMA/softmax chain per tile, not memory, set the pace; deeper pipelines (3-6 stages) and
-//    1-2 warp blocks were all slower. 16 rows x 2 stages of 64 keys is 74 KB at D = 128: three
-//    blocks, twelve computing warps per SM.
+//    MMA/softmax chain per tile, not memory, set the pace; 1-2 warp blocks and 128-key tiles
+//    were slower. 16 rows x 2 stages of 64 keys is 74 KB at D = 128: three blocks, twelve
+//    computing warps per SM.
+//  - `split_contiguous` (the call cuts the key axis into parts, over contiguous K/V, D <= 128):
+//    three stages (108 KB, two blocks per SM). A split block streams few key tiles, so its
+//    pipeline's depth, not the SM's block count, bounds it: on the H200, 8B B1 / 32k 0.048 ->
+//    0.044 ms, B8 / 4k 0.046 -> 0.043, 70B B1 / 32k 0.053 -> 0.048
+//    (bench/results/2026-12-01-h200-session9/call1/). Unsplit grids (B32) keep two stages (three
+//    were 2-5% slower there), and so does paged K/V: with three stages it was 17-20% slower at
+//    B8 / 32k, though 4-6% faster at 70B B1 / 32k (session9/call4), so no one depth wins.
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
-//  - rope_window carries a pair plan one tile ahead, so it keeps two stages (all of these do).
-constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
+//  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
+constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split_contiguous = false) {
   TileConfig t;
   t.num_warps = 4;
   t.pack_gqa = true;
@@ -146,6 +153,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16) {
   if (rows <= 16) {
     t.block_q = 16;
     t.key_warps = 4;
+    if (split_contiguous && head_dim <= 128) t.stages = 3;
   } else {
     t.block_q = 64;
     t.key_warps = 1;

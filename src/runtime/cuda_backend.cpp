@@ -140,12 +140,14 @@ RopeMode CudaKernel::default_mode() const {
   return spec_.rope_mode == RopeMode::Auto ? RopeMode::Fused : spec_.rope_mode;
 }
 
-KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv) const {
+KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split) const {
   KernelSpec r = spec_;
   r.rope_mode = mode;
   r.kv_layout = kv;
   if (decode_rows > 0) {
-    r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows));
+    const bool split_contiguous = split && kv == KvLayout::Contiguous;
+    r.tile =
+        decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, split_contiguous));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
@@ -155,11 +157,12 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv)
   return r;
 }
 
-const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv) const {
-  const int shape = decode_rows <= 0 ? 0 : (decode_rows <= 16 ? 1 : 2);  // prefill, narrow or wide decode tile
-  auto& slot = variants_[static_cast<int>(mode) + 3 * shape + 9 * static_cast<int>(kv)];
+const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split) const {
+  // prefill, narrow or wide decode tile, narrow decode tile of a split call
+  const int shape = decode_rows <= 0 ? 0 : (decode_rows > 16 ? 2 : (split ? 3 : 1));
+  auto& slot = variants_[static_cast<int>(mode) + 3 * shape + 12 * static_cast<int>(kv)];
   if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
-  const LoadedModule& m = load_module(resolved(mode, shape == 1 ? 16 : (shape == 2 ? 64 : 0), kv));
+  const LoadedModule& m = load_module(resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3));
   slot.store(&m, std::memory_order_release);
   return m;
 }
@@ -227,9 +230,9 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   }
   pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars, pl.decode);
   const int64_t group = pl.decode ? ratio : 1;
-  const LoadedModule& m = module(pl.rope_mode, pl.decode ? group * c.Nq : 0, pl.kv_layout);
-  pl.module = &m;
-  const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
+  const int64_t decode_rows = pl.decode ? group * c.Nq : 0;
+  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout);
+  const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
   int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
@@ -239,11 +242,23 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     const int64_t cols = static_cast<int64_t>(mask->csr().cols.size());
     key_tiles = std::max<int64_t>(cols > 0, cols * mask->block_k() / (std::max<int64_t>(rows, 1) * bn));
   }
-  int splits = tuning.num_splits;
-  if (splits <= 0)
-    splits = passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B, key_tiles,
-                                        device_info().multiprocessors, blocks_per_sm(m)});
+  const auto choose = [&](const LoadedModule& k) {
+    return tuning.num_splits > 0 ? tuning.num_splits
+                                 : passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B, key_tiles,
+                                                              device_info().multiprocessors, blocks_per_sm(k)});
+  };
+  int splits = choose(*m);
+  // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream
+  // few key tiles each. Same block shape, so only the split count is chosen again, for its occupancy.
+  if (splits > 1 && decode_rows > 0 && decode_rows <= 16) {
+    const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true);
+    if (&deep != m) {
+      if (const int s = choose(deep); s > 1) m = &deep, splits = s;
+    }
+  }
+  pl.module = m;
   pl.num_splits = std::clamp(splits, 1, passes::kMaxSplits);
+  pl.merge_in_kernel = pl.num_splits > 1 && pl.decode && !tuning.combine_kernel;
   const int64_t grid_x = std::max<int64_t>(slots, 1) * pl.num_splits;
   if (grid_x > INT32_MAX || heads > 65535 || c.B > 65535)
     throw Error(ErrorCode::Shape, "the call's grid exceeds CUDA's limits (2^31 - 1 query tiles x splits, "
@@ -470,12 +485,16 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
         stream_workspace(stream, kSplitWorkspace, (o_floats + static_cast<size_t>(pl.num_splits * rows)) * 4));
     p.part_o = ws;
     p.part_lse = ws + o_floats;
+    if (pl.merge_in_kernel) {
+      const size_t tiles = size_t{pl.grid[0] / static_cast<unsigned>(pl.num_splits)} * pl.grid[1] * pl.grid[2];
+      p.merge_count = static_cast<int*>(stream_workspace(stream, kMergeCounters, tiles * sizeof(int)));
+    }
   }
   void* params[] = {&p};
   check(d.cuLaunchKernel(m.fwd, pl.grid[0], pl.grid[1], pl.grid[2], static_cast<unsigned>(m.threads), 1, 1,
                          static_cast<unsigned>(m.smem), stream, params, nullptr),
         "cuLaunchKernel");
-  if (pl.num_splits > 1) {
+  if (pl.num_splits > 1 && !pl.merge_in_kernel) {
     attnfuse_kernels::CombineParams cp{};
     cp.part_o = p.part_o;
     cp.part_lse = p.part_lse;

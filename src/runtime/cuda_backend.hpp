@@ -53,6 +53,9 @@ struct LaunchTuning {
   // Auto: the decode variant (GQA-packed 64-row tiles) when Nq <= kDecodeMaxQueries, else the
   // prefill variant.
   enum class Variant { Auto, Prefill, Decode } variant = Variant::Auto;
+  // Where a split decode call merges its splits: false = in the decode kernel (the last block of
+  // each tile merges), true = in the separate combine kernel (as prefill splits always do).
+  bool combine_kernel = false;
 };
 
 // Queries per call up to which the runtime picks the decode variant (speculative decoding
@@ -64,7 +67,8 @@ struct LaunchPlan {
   RopeMode rope_mode = RopeMode::Auto;
   KvLayout kv_layout = KvLayout::Contiguous;
   bool decode = false;  // GQA-packed decode variant
-  int num_splits = 1;   // > 1: partial results in a workspace, then the combine kernel
+  int num_splits = 1;   // > 1: partial results in a workspace, merged by one of the two below
+  bool merge_in_kernel = false;  // splits merged by the decode kernel's last block, not a combine kernel
   unsigned grid[3] = {1, 1, 1};
   const LoadedModule* module = nullptr;  // the compiled variant the call runs
 };
@@ -93,21 +97,22 @@ class CudaKernel {
   // takes the decode tile.
   RopeMode rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars, bool decode) const;
   // The module of one variant: rope placement x tile (prefill; decode, GQA-packed, for
-  // decode_rows = group x Nq > 0: narrow up to 16 rows, wide beyond) x K/V layout.
-  const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv) const;
+  // decode_rows = group x Nq > 0: narrow up to 16 rows, wide beyond; `split`: the narrow tile of
+  // a call that splits its key axis, passes::cuda_decode_tile) x K/V layout.
+  const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false) const;
   RopeMode default_mode() const;
   int registers() const { return module(default_mode(), 0, KvLayout::Contiguous).registers; }
   CUfunction function() const { return module(default_mode(), 0, KvLayout::Contiguous).fwd; }
 
  private:
-  KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv) const;
+  KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false) const;
   KernelSpec spec_;
   // The prerotated prefill takes the wgmma form on this device (fixed per kernel: decided once
   // here rather than by resolving a spec copy on every auto-placement call).
   bool prerotate_wgmma_ = false;
-  // Indexed by RopeMode + 3 * tile (prefill, narrow / wide decode) + 9 * KvLayout; each
-  // compiled on first use.
-  mutable std::atomic<const LoadedModule*> variants_[18];
+  // Indexed by RopeMode + 3 * tile (prefill, narrow / wide decode, narrow split decode) +
+  // 12 * KvLayout; each compiled on first use. Specs that resolve alike share one module.
+  mutable std::atomic<const LoadedModule*> variants_[24];
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).

@@ -39,13 +39,21 @@ std::optional<TileConfig> parse_decode_tile_knob(const char* text) {
   if (empty(text)) return std::nullopt;
   TileConfig c;
   c.pack_gqa = true;
+  c.key_warps = 1;
   char tail = 0;
-  if (std::sscanf(text, "%d,%d,%d,%d%c", &c.block_q, &c.block_k, &c.num_warps, &c.stages, &tail) != 4 ||
-      c.num_warps <= 0 || c.block_q <= 0 || c.block_q % (16 * c.num_warps) != 0 || c.block_k <= 0 ||
-      c.block_k % 16 != 0 || c.stages < 2)
+  // block_q,block_k,num_warps,stages[,key_warps]: key_warps warps share each 16-row atom, each
+  // taking block_k / key_warps keys of every tile (the narrow decode tile: 16,64,4,2,4).
+  const int n = std::sscanf(text, "%d,%d,%d,%d,%d%c", &c.block_q, &c.block_k, &c.num_warps, &c.stages,
+                            &c.key_warps, &tail);
+  const bool shape_ok = (n == 4 || n == 5) && c.num_warps > 0 && c.key_warps > 0 && c.num_warps % c.key_warps == 0 &&
+                        c.block_q > 0 && c.block_q % (16 * (c.num_warps / c.key_warps)) == 0 && c.block_k > 0 &&
+                        c.block_k % (16 * c.key_warps) == 0 && c.stages >= 2;
+  if (!shape_ok)
     throw Error(ErrorCode::Unsupported,
-                fmt::format("ATTNFUSE_CUDA_DECODE_TILE='{}' is not block_q,block_k,num_warps,stages with block_q "
-                            "a multiple of 16*num_warps, block_k of 16 and stages >= 2", text));
+                fmt::format("ATTNFUSE_CUDA_DECODE_TILE='{}' is not block_q,block_k,num_warps,stages[,key_warps] with "
+                            "num_warps a multiple of key_warps, block_q a multiple of 16*num_warps/key_warps, "
+                            "block_k of 16*key_warps and stages >= 2",
+                            text));
   return c;
 }
 

@@ -23,9 +23,16 @@ void* stream_workspace(CUstream stream, WorkspaceSlot slot, size_t bytes) {
       check(d.cuMemFree(b.ptr), "cuMemFree");
       b = Buffer{};
     }
-    check(d.cuMemAlloc(&b.ptr, bytes), slot == kRopeWorkspace ? "cuMemAlloc (rope prerotate workspace)"
-                                                              : "cuMemAlloc (split-KV workspace)");
+    static constexpr const char* kWhat[] = {"cuMemAlloc (rope prerotate workspace)", "cuMemAlloc (split-KV workspace)",
+                                            "cuMemAlloc (split-KV merge counters)"};
+    check(d.cuMemAlloc(&b.ptr, bytes), kWhat[slot]);
     b.bytes = bytes;
+    if (slot == kMergeCounters) {
+      // The counters start at zero. cuMemsetD8 runs on the legacy stream, which a non-blocking
+      // `stream` does not wait for: finish it before any launch can read them.
+      check(d.cuMemsetD8(b.ptr, 0, bytes), "cuMemsetD8 (split-KV merge counters)");
+      check(d.cuCtxSynchronize(), "cuCtxSynchronize");
+    }
   }
   return reinterpret_cast<void*>(b.ptr);
 }

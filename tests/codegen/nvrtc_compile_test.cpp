@@ -8,6 +8,7 @@
 #include <future>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnfuse/error.hpp"
@@ -71,6 +72,7 @@ struct Variant {
   RopeMode mode = RopeMode::Auto;
   int decode_rows = 0;  // > 0: the decode tile for this many rows (passes::cuda_decode_tile)
   bool paged = false;
+  bool split = false;  // the narrow decode tile of a split call (three stages, contiguous K/V)
 };
 
 TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
@@ -86,16 +88,21 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
       for (int d : {64, 96, 128, 256})
         for (int arch : {80, 90}) variants.push_back({p.text, t, d, arch, p.mode});
 
-  // Decode tiles: narrow (16 rows, key-split warps) and wide (64 rows), each contiguous and
-  // paged, plus the paged prefill tile; sm_80 at D = 128 only (the sm_90 build is the same code).
+  // Decode tiles: narrow (16 rows, key-split warps; contiguous also in the split call's
+  // three-stage form where it differs) and wide (64 rows), each contiguous and paged, plus the
+  // paged prefill tile; sm_80 at D = 128 only (the sm_90 build is the same code).
   for (const char* p : kDecodePrograms)
     for (int d : {64, 128, 256})
       for (int rows : {0, 16, 64})
         for (bool paged : {false, true}) {
           if (rows == 0 && !paged) continue;  // the prefill contiguous variants are swept above
           const DType t = d == 64 ? DType::F16 : DType::BF16;
-          for (int arch : {80, 90})
-            if (arch == 90 || d == 128) variants.push_back({p, t, d, arch, RopeMode::Fused, rows, paged});
+          const bool deep = rows == 16 && !paged && passes::cuda_decode_tile(d, rows, true).stages > 2 &&
+                            std::string_view(p).find("rope_window") == std::string_view::npos;
+          for (bool split : {false, true})
+            for (int arch : {80, 90})
+              if ((arch == 90 || d == 128) && (!split || deep))
+                variants.push_back({p, t, d, arch, RopeMode::Fused, rows, paged, split});
         }
 
   // NVRTC is thread-safe: compile two at a time (CI has two cores).
@@ -106,7 +113,7 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
       const Variant& v = variants[i];
       try {
         KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
-        if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows);
+        if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split);
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
@@ -123,8 +130,9 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
   std::string table = "registers per variant (sm_80 / sm_90):\n";
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={}", v.program, dtype_name(v.dtype),
-                             v.head_dim, v.arch, rope_mode_name(v.mode), v.decode_rows, v.paged));
+    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={} split={}", v.program,
+                             dtype_name(v.dtype), v.head_dim, v.arch, rope_mode_name(v.mode), v.decode_rows, v.paged,
+                             v.split));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
@@ -135,13 +143,13 @@ TEST(NvrtcCompile, EveryVariantCompilesWithoutSpills) {
                            v.mode == RopeMode::Auto ? "" : fmt::format("  [{}]", rope_mode_name(v.mode)),
                            v.decode_rows || v.paged
                                ? fmt::format("  [{}{}]", v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
-                                             v.paged ? ", paged" : "")
+                                             v.paged ? ", paged" : v.split ? ", split" : "")
                                : "");
     else if (v.arch == 90 && (i == 0 || variants[i - 1].arch != 80))
       table += fmt::format("  {:>4} D={:<3}   - / {:>3}  {}  [{}{}]\n", dtype_name(v.dtype), v.head_dim,
                            results[i].registers, v.program,
                            v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
-                           v.paged ? ", paged" : "");
+                           v.paged ? ", paged" : v.split ? ", split" : "");
   }
   std::cout << table;
   // ATTNFUSE_REGISTER_TABLE=path keeps the table (bench/results/ holds the committed one).

@@ -49,8 +49,10 @@ class CudaDecode : public gpu_test::SeededCudaTest {};
 
 const char* kCausal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
 
-// Split-KV settings every decode shape runs with: no split, 3 and 16 parts, the runtime's choice.
-const std::vector<LaunchTuning> kSplits = {LaunchTuning{1}, LaunchTuning{3}, LaunchTuning{16}, LaunchTuning{0}};
+// Split-KV settings every decode shape runs with: no split, 3 and 16 parts (merged by the decode
+// kernel's last block), 16 parts merged by the combine kernel instead, the runtime's choice.
+const std::vector<LaunchTuning> kSplits = {LaunchTuning{1}, LaunchTuning{3}, LaunchTuning{16},
+                                           LaunchTuning{16, Variant::Auto, true}, LaunchTuning{0}};
 
 // The plan launch() follows: the decode variant whenever Nq <= 16 and the variant is not forced,
 // the forced split count (clamped at most to fewer parts on short caches).
@@ -205,10 +207,41 @@ TEST_F(CudaDecode, LaunchPlanOfALlama3Step) {
   const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars);
   EXPECT_TRUE(plan.decode);
   EXPECT_GT(plan.num_splits, 1);
+  EXPECT_TRUE(plan.merge_in_kernel) << "a split decode call merges in its own kernel";
+  EXPECT_EQ(plan.module->spec.tile.block_q, 16);
+  EXPECT_EQ(plan.module->spec.tile.stages, 3) << "a split narrow decode call takes the three-stage tile";
   EXPECT_EQ(plan.kv_layout, KvLayout::Contiguous);
+  const LaunchPlan unsplit = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1});
+  EXPECT_EQ(unsplit.num_splits, 1);
+  EXPECT_FALSE(unsplit.merge_in_kernel);
+  EXPECT_EQ(unsplit.module->spec.tile.stages, 2) << "an unsplit decode call keeps two stages";
   EXPECT_GE(uint64_t{plan.grid[0]} * plan.grid[1] * plan.grid[2], uint64_t(8 * plan.num_splits));
   const gpu_test::Expected e = expected(spec, in.host, d);
   EXPECT_TRUE(matches(e, spec.dtype, run_device(spec, in.device, d)));
+}
+
+TEST_F(CudaDecode, InKernelMergeMatchesTheCombineKernelCallAfterCall) {
+  // The last split block of each tile merges with the combine kernel's arithmetic, so both give
+  // the same bits; and it leaves its counters at zero, so back-to-back calls of different split
+  // counts on one stream (sharing the counters) stay right. 5 query heads per KV head x Nq 3 =
+  // 15 real rows of the 16-row tile; an odd cache length leaves a ragged last tile.
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec("softmax(causal(alibi(scaled_dot_product(Q, K)))) @ V", DType::BF16, 128);
+  const Dims d{2, 10, 2, 3, 9001, 128};
+  Inputs in = make_inputs(spec, d, rng_);
+  const gpu_test::Expected e = expected(spec, in.host, d);
+  for (int splits : {7, 32, 5, 32}) {
+    SCOPED_TRACE(fmt::format("{} splits", splits));
+    const LaunchTuning fused{splits}, separate{splits, Variant::Auto, true};
+    const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, fused);
+    ASSERT_EQ(plan.num_splits, splits);
+    EXPECT_TRUE(plan.merge_in_kernel);
+    EXPECT_FALSE(runtime::cuda_kernel(spec).plan(in.device, spec.scalars, separate).merge_in_kernel);
+    const Outputs a = run_device(spec, in.device, d, fused);
+    const Outputs b = run_device(spec, in.device, d, separate);
+    EXPECT_TRUE(matches(e, spec.dtype, a));
+    EXPECT_TRUE(bitwise_equal(a, b, d)) << "in-kernel merge differs from the combine kernel";
+  }
 }
 
 // ---- Paged KV ----------------------------------------------------------------------------------
@@ -277,6 +310,9 @@ void check_paged(const KernelSpec& spec, const PagedCase& c, std::mt19937_64& rn
     EXPECT_EQ(plan.kv_layout, KvLayout::Paged);
     if (t.variant == Variant::Auto) {
       EXPECT_EQ(plan.decode, c.Nq <= runtime::kDecodeMaxQueries);
+    }
+    if (plan.decode) {
+      EXPECT_EQ(plan.module->spec.tile.stages, 2) << "paged decode keeps two stages, split or not";
     }
     if (spec.score != ScoreKind::ScaledDot) {
       EXPECT_EQ(plan.rope_mode, RopeMode::Fused) << "paged calls rotate in the kernel";

@@ -53,7 +53,8 @@ std::string tuning_name(const LaunchTuning& t) {
   const char* v = t.variant == LaunchTuning::Variant::Auto     ? "auto"
                   : t.variant == LaunchTuning::Variant::Decode ? "decode"
                                                                : "prefill";
-  return fmt::format("variant {} splits {}", v, t.num_splits == 0 ? std::string("auto") : std::to_string(t.num_splits));
+  return fmt::format("variant {} splits {}{}", v, t.num_splits == 0 ? std::string("auto") : std::to_string(t.num_splits),
+                     t.combine_kernel ? " (combine kernel)" : "");
 }
 
 const char* layout_name(PagedKV::Layout l) { return l == PagedKV::Layout::NHD ? "NHD" : "HND"; }

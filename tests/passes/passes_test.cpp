@@ -144,6 +144,28 @@ TEST(TileSizes, CudaChoicesFitTheTemplate) {
   EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::ScaledDot, three).block_k, 32);
 }
 
+// The decode tiles (tile_sizes.hpp): a 16-row atom over 4 key-split warps up to 16 rows, 64 rows
+// beyond; a third stage only for the narrow tile of a split call over contiguous K/V at D <= 128;
+// every one fits shared memory with the block counts the comment promises.
+TEST(TileSizes, DecodeTilesFollowRowsSplitAndHeadDim) {
+  for (int d : {64, 96, 128, 256})
+    for (int64_t rows : {1, 4, 8, 16, 17, 32, 64})
+      for (bool split : {false, true}) {
+        const TileConfig t = passes::cuda_decode_tile(d, rows, split);
+        SCOPED_TRACE(::testing::Message() << "d=" << d << " rows=" << rows << " split=" << split);
+        EXPECT_TRUE(t.pack_gqa);
+        EXPECT_EQ(t.num_warps, 4);
+        EXPECT_EQ(t.block_q, rows <= 16 ? 16 : 64);
+        EXPECT_EQ(t.key_warps, rows <= 16 ? 4 : 1);
+        EXPECT_EQ(t.block_k, rows > 16 && d > 128 ? 32 : 64);
+        EXPECT_EQ(t.stages, split && rows <= 16 && d <= 128 ? 3 : 2);
+        EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit);
+      }
+  // Llama-3 decode at D = 128: three blocks per SM unsplit, two with the split call's third stage.
+  EXPECT_LE(3 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8), 128) + 1024), 228 * 1024);
+  EXPECT_LE(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true), 128) + 1024), 228 * 1024);
+}
+
 // Hopper: the prefill tile of D 64 / 128 takes the wgmma form (3 stages, 8 warps, 128 rows) and
 // fits the 227 KB of shared memory; in-kernel RoPE, decode tiles and other head dims keep
 // mma.sync, and sm_80 never changes.

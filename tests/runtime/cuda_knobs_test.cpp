@@ -27,6 +27,12 @@ TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
   EXPECT_EQ(d->block_q, 16);
   EXPECT_EQ(d->stages, 4);
   EXPECT_TRUE(d->pack_gqa);
+  EXPECT_EQ(d->key_warps, 1);
+  const auto narrow = parse_decode_tile_knob("16,128,4,3,4");  // the narrow tile: 4 warps share 16 rows
+  ASSERT_TRUE(narrow);
+  EXPECT_EQ(narrow->key_warps, 4);
+  EXPECT_EQ(narrow->block_k, 128);
+  EXPECT_EQ(narrow->stages, 3);
   EXPECT_EQ(parse_wgmma_tile_knob("64,2"), (std::pair{64, 2}));
 }
 
@@ -42,7 +48,8 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
   };
   for (const char* bad : {"128,64", "128,64,8,", "128,64,8x", "100,64,8", "128,24,8", "128,64,0", "-128,64,8", "a,b,c"})
     refused(parse_tile_knob, bad, "ATTNFUSE_CUDA_TILE");
-  for (const char* bad : {"16,64,1", "16,64,1,1", "16,40,1,2", "16,64,1,2,3"})
+  for (const char* bad : {"16,64,1", "16,64,1,1", "16,40,1,2", "16,64,1,2,3", "16,64,4,2",
+                          "16,64,4,2,3", "16,32,4,2,4", "16,64,4,2,4,", "16,64,4,2,0"})
     refused(parse_decode_tile_knob, bad, "ATTNFUSE_CUDA_DECODE_TILE");
   for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1"})
     refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");

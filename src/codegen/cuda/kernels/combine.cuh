@@ -5,6 +5,9 @@
 // saw no kept key carry L_s = -inf and weigh nothing; a row with none at all gets O = 0,
 // L = -inf, as the single-pass kernel writes. ReLU attention stores L_s = log(kept count), so the
 // same weights merge it too.
+//
+// The decode variant merges in its own kernel instead (FwdKernel::merge_splits): the block that
+// finishes its tile's split last merges every split's rows with the same SplitMerge::row.
 #pragma once
 
 #include "params.cuh"
@@ -12,35 +15,32 @@
 
 namespace attnfuse_kernels {
 
+// One warp merges one output row (b, h, i) from the splits' partial rows: `row` indexes the
+// [rows] axis of part_o / part_lse, `weight` is the warp's kMaxSplits floats of shared memory, dst
+// the row of O, lse its LSE (or null). Used by the combine kernel and by the forward kernel's last
+// split block (FwdKernel::merge_splits). The partial rows were written by other blocks of the
+// same grid in the second case, so they are read through L2 (ld.global.cg), never a stale L1 line.
 template <class Element, int kDv>
-struct CombineKernel {
+struct SplitMerge {
   static constexpr int kPerLane = (kDv + 31) / 32;  // dims per lane (2, 3, 4 or 8)
-  static constexpr int kWarps = 4;                   // rows per block (kCombineThreads / 32)
   static constexpr int kMaxSplits = 128;             // passes::kMaxSplits
   static constexpr int kUnroll = 8;                  // splits whose rows load at once
 
-  static __device__ void run(const CombineParams& p) {
-    __shared__ float weight[kWarps][kMaxSplits];
-    const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
-    const af_i64 row = (af_i64)blockIdx.x * kWarps + wid;
-    if (row >= p.rows) return;
-    const int i = (int)(row % p.len_q);
-    const af_i64 bh = row / p.len_q;
-    const int h = (int)(bh % p.heads_q);
-    const af_i64 b = bh / p.heads_q;
+  static __device__ void row(const float* part_o, const float* part_lse, int num_splits, af_i64 rows, af_i64 row,
+                             float* weight, int lane, Element* dst, float* lse) {
     const float ninf = __int_as_float(0xff800000u);
-
+    __syncwarp();  // the warp's previous row is done with `weight`
     // The weights, lanes over the splits: the largest LSE, then exp(L_s - max) normalised by
     // their sum (one warp reduction each), parked in shared memory for the row pass.
     float m = ninf;
-    for (int s = lane; s < p.num_splits; s += 32) m = fmaxf(m, p.part_lse[s * p.rows + row]);
+    for (int s = lane; s < num_splits; s += 32) m = fmaxf(m, __ldcg(part_lse + s * rows + row));
 #pragma unroll
     for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     float sum = 0.f;
-    for (int s = lane; s < p.num_splits; s += 32) {
-      const float l = p.part_lse[s * p.rows + row];
+    for (int s = lane; s < num_splits; s += 32) {
+      const float l = __ldcg(part_lse + s * rows + row);
       const float w = (m == ninf || l == ninf) ? 0.f : __expf(l - m);
-      weight[wid][s] = w;
+      weight[s] = w;
       sum += w;
     }
 #pragma unroll
@@ -53,18 +53,18 @@ struct CombineKernel {
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
     if (sum > 0.f) {
-      for (int s0 = 0; s0 < p.num_splits; s0 += kUnroll) {
+      for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
         float v[kUnroll][kPerLane];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const int s = s0 + u < p.num_splits ? s0 + u : s0;
-          const float* src = p.part_o + (s * p.rows + row) * kDv;
+          const int s = s0 + u < num_splits ? s0 + u : s0;
+          const float* src = part_o + (s * rows + row) * kDv;
 #pragma unroll
-          for (int k = 0; k < kPerLane; ++k) v[u][k] = lane + 32 * k < kDv ? src[lane + 32 * k] : 0.f;
+          for (int k = 0; k < kPerLane; ++k) v[u][k] = lane + 32 * k < kDv ? __ldcg(src + lane + 32 * k) : 0.f;
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const float w = s0 + u < p.num_splits ? weight[wid][s0 + u] : 0.f;
+          const float w = s0 + u < num_splits ? weight[s0 + u] : 0.f;
           if (w == 0.f) continue;  // an empty split's row holds zeros, but skip it anyway
 #pragma unroll
           for (int k = 0; k < kPerLane; ++k) acc[k] += w * v[u][k];
@@ -72,11 +72,31 @@ struct CombineKernel {
       }
     }
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    Element* dst = static_cast<Element*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1] + (af_i64)i * p.o_stride[2];
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k)
       if (lane + 32 * k < kDv) dst[lane + 32 * k].bits = (u16)(ElementTraits<Element>::pack(acc[k] * inv, 0.f) & 0xffffu);
-    if (p.lse && lane == 0) p.lse[b * p.lse_stride[0] + h * p.lse_stride[1] + i] = sum > 0.f ? m + logf(sum) : ninf;
+    if (lse && lane == 0) *lse = sum > 0.f ? m + logf(sum) : ninf;
+  }
+};
+
+// The combine kernel: one warp per output row, kWarps rows per block.
+template <class Element, int kDv>
+struct CombineKernel {
+  static constexpr int kWarps = 4;  // rows per block (kCombineThreads / 32)
+
+  static __device__ void run(const CombineParams& p) {
+    using Merge = SplitMerge<Element, kDv>;
+    __shared__ float weight[kWarps][Merge::kMaxSplits];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
+    const af_i64 row = (af_i64)blockIdx.x * kWarps + wid;
+    if (row >= p.rows) return;
+    const int i = (int)(row % p.len_q);
+    const af_i64 bh = row / p.len_q;
+    const int h = (int)(bh % p.heads_q);
+    const af_i64 b = bh / p.heads_q;
+    Element* dst = static_cast<Element*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1] + (af_i64)i * p.o_stride[2];
+    float* lse = p.lse ? p.lse + b * p.lse_stride[0] + h * p.lse_stride[1] + i : nullptr;
+    Merge::row(p.part_o, p.part_lse, p.num_splits, p.rows, row, weight[wid], lane, dst, lse);
   }
 };
 

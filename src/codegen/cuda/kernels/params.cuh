@@ -67,6 +67,10 @@ struct FwdParams {
   int num_splits;
   float* part_o;
   float* part_lse;
+  // Decode variant: one zeroed counter per (query-tile slot, head, batch entry); when set, the
+  // block finishing a tile's splits last merges them (FwdKernel::merge_splits) and no combine
+  // kernel runs. Null: the combine kernel merges.
+  int* merge_count;
 
   // Paged KV (Spec::kPagedKV; FlashInfer conventions, attention.hpp PagedKV): k / v point to the
   // page tensors, page_stride_* are (page, head, row in page) element strides. Sequence b owns

@@ -203,10 +203,9 @@ struct Work {
     row_of(r, i, h);
     return static_cast<const Element*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1] + (q_row0 + i) * p.q_stride[2];
   }
-  // Paged: element offsets of key j's K and V rows in the page tensors. Page sizes that are
+  // Paged: key j's slot in the sequence's page list and its row in that page. Page sizes that are
   // powers of two (the usual 1, 16, 32, 64...) divide by a shift.
-  __device__ __forceinline__ void page_offsets(const FwdParams& p, int j, af_i64& k_off, af_i64& v_off) const {
-    int slot, row;
+  __device__ __forceinline__ void page_pos(const FwdParams& p, int j, int& slot, int& row) const {
     if (p.page_shift >= 0) {
       slot = j >> p.page_shift;
       row = j & (p.page_size - 1);
@@ -214,7 +213,22 @@ struct Work {
       slot = j / p.page_size;
       row = j - slot * p.page_size;
     }
-    const af_i64 page = pages[slot];
+  }
+  // Key j's page (a page-table load) and its row in it.
+  __device__ __forceinline__ int page_of(const FwdParams& p, int j, int& row) const {
+    int slot;
+    page_pos(p, j, slot, row);
+    return pages[slot];
+  }
+  // Element offsets of key j's K and V rows in the page tensors (the lookup included).
+  __device__ __forceinline__ void page_offsets(const FwdParams& p, int j, af_i64& k_off, af_i64& v_off) const {
+    int slot, row;
+    page_pos(p, j, slot, row);
+    page_offsets(p, pages[slot], row, k_off, v_off);
+  }
+  // Element offsets of a key's K and V rows in the page tensors, from its page and row.
+  __device__ __forceinline__ void page_offsets(const FwdParams& p, af_i64 page, int row, af_i64& k_off,
+                                               af_i64& v_off) const {
     k_off = page * p.page_stride_k[0] + hk * p.page_stride_k[1] + (af_i64)row * p.page_stride_k[2];
     v_off = page * p.page_stride_v[0] + hk * p.page_stride_v[1] + (af_i64)row * p.page_stride_v[2];
   }
