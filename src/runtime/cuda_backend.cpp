@@ -242,10 +242,12 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     const int64_t cols = static_cast<int64_t>(mask->csr().cols.size());
     key_tiles = std::max<int64_t>(cols > 0, cols * mask->block_k() / (std::max<int64_t>(rows, 1) * bn));
   }
+  const int forced = tuning.num_splits > 0 ? tuning.num_splits
+                                           : (pl.decode ? decode_splits_override().value_or(0) : 0);
   const auto choose = [&](const LoadedModule& k) {
-    return tuning.num_splits > 0 ? tuning.num_splits
-                                 : passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B, key_tiles,
-                                                              device_info().multiprocessors, blocks_per_sm(k)});
+    return forced > 0 ? forced
+                      : passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B, key_tiles,
+                                                   device_info().multiprocessors, blocks_per_sm(k)});
   };
   int splits = choose(*m);
   // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream

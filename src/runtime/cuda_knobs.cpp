@@ -57,6 +57,16 @@ std::optional<TileConfig> parse_decode_tile_knob(const char* text) {
   return c;
 }
 
+std::optional<int> parse_decode_splits_knob(const char* text) {
+  if (empty(text)) return std::nullopt;
+  int n = 0;
+  char tail = 0;
+  if (std::sscanf(text, "%d%c", &n, &tail) != 1 || n < 1 || n > 128)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("ATTNFUSE_CUDA_DECODE_SPLITS='{}' is not a split count from 1 to 128", text));
+  return n;
+}
+
 std::optional<std::pair<int, int>> parse_wgmma_tile_knob(const char* text) {
   if (empty(text)) return std::nullopt;
   int bk = 0, mb = 0;
@@ -76,6 +86,11 @@ const std::optional<TileConfig>& tile_override() {
 const std::optional<TileConfig>& decode_tile_override() {
   static const std::optional<TileConfig> t = parse_decode_tile_knob(std::getenv("ATTNFUSE_CUDA_DECODE_TILE"));
   return t;
+}
+
+const std::optional<int>& decode_splits_override() {
+  static const std::optional<int> n = parse_decode_splits_knob(std::getenv("ATTNFUSE_CUDA_DECODE_SPLITS"));
+  return n;
 }
 
 const std::optional<std::pair<int, int>>& wgmma_tile_override() {

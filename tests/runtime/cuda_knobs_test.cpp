@@ -12,6 +12,8 @@ TEST(CudaKnobs, UnsetOrEmptyMeansNoOverride) {
   EXPECT_FALSE(parse_tile_knob(""));
   EXPECT_FALSE(parse_decode_tile_knob(nullptr));
   EXPECT_FALSE(parse_wgmma_tile_knob(""));
+  EXPECT_FALSE(parse_decode_splits_knob(nullptr));
+  EXPECT_FALSE(parse_decode_splits_knob(""));
 }
 
 TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
@@ -34,6 +36,8 @@ TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
   EXPECT_EQ(narrow->block_k, 128);
   EXPECT_EQ(narrow->stages, 3);
   EXPECT_EQ(parse_wgmma_tile_knob("64,2"), (std::pair{64, 2}));
+  EXPECT_EQ(parse_decode_splits_knob("1"), 1);
+  EXPECT_EQ(parse_decode_splits_knob("128"), 128);
 }
 
 TEST(CudaKnobs, MalformedValuesNameTheKnob) {
@@ -53,6 +57,8 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
     refused(parse_decode_tile_knob, bad, "ATTNFUSE_CUDA_DECODE_TILE");
   for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1"})
     refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");
+  for (const char* bad : {"0", "129", "-4", "8,", "8x", "x"})
+    refused(parse_decode_splits_knob, bad, "ATTNFUSE_CUDA_DECODE_SPLITS");
 }
 
 }  // namespace
