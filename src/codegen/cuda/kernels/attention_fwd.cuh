@@ -155,10 +155,12 @@ struct FwdKernel {
   // before their copies, so a tile waits for one lookup latency, not one per row: that took the
   // paged decode from 5-10% to ~1% over contiguous K/V at B8 and B32 / 32k on the H200. (Looking
   // the ids up one tile ahead instead, in registers carried across steps, measured slower: 0.059
-  // against 0.055 ms at 70B B1 / 32k.) The 128-row prefill tile keeps one lookup per row: it has
-  // no registers for a batch (rope at D = 128 would spill).
+  // against 0.055 ms at 70B B1 / 32k.) The 128-row prefill tile and D = 256 keep one lookup per
+  // row: they have no registers for a batch (rope at D = 128 prefill and rope_window at D = 256
+  // decode would spill).
   static constexpr int kChunks = kD / 8, kPagedRows = (kBN * kChunks + kThreads - 1) / kThreads;
   static constexpr int kPageBatch = kPagedRows < 8 ? kPagedRows : 8;
+  static constexpr bool kBatchPages = W::kPack && kD <= 128;
 
   // Row r's chunk ch of a paged K/V tile, from element offsets ko / vo (zeros where !in; K's
   // chunks outside need8 too).
@@ -178,7 +180,7 @@ struct FwdKernel {
     if constexpr (Spec::kPagedKV) {
       // One page-table lookup per row serves its K and V chunks (the lookup and the in-page row
       // are the costly part of paged addressing, the copies are the same as contiguous ones).
-      if constexpr (!W::kPack) {
+      if constexpr (!kBatchPages) {
         for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads) {
           const int r = c / kChunks, ch = c % kChunks;
           af_i64 ko = 0, vo = 0;
