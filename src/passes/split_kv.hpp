@@ -6,7 +6,8 @@
 // the blocks; each part writes a partial (O, LSE) and a combine kernel merges them, at a cost of
 // S x rows x (Dv + 1) fp32 written and read once, small next to K and V.
 //
-// Contract: a pure function of the launch's shape and the device. Returns 1 when the grid
+// Contract: a pure function of the launch's shape and the device (remembered per thread for the
+// last few shapes: it runs on every decode launch). Returns 1 when the grid
 // already fills 80% of the device's resident blocks (the split would only add the combine's
 // traffic), else the smallest S in [1, kMaxSplits] within 5% of the best modelled time
 // ceil(key_tiles / S) x ceil(S x blocks / capacity), with at least kMinTilesPerSplit key tiles

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <thread>
 
 #include "passes/split_kv.hpp"
 
@@ -54,6 +55,23 @@ TEST(SplitKv, MatchesBruteForceOfItsModel) {
         for (int64_t n = 1; n < got; ++n)
           EXPECT_GT(model_cost(s, n) * 100, best * 105) << "a smaller split is within 5%: " << n;
       }
+}
+
+TEST(SplitKv, RememberedAnswersMatchFreshOnes) {
+  // Six shapes in turn, more than the per-thread memo holds, so entries are evicted and filled
+  // again; every answer must be what the first round (and another thread, with its own memo) gave.
+  const SplitShape shapes[] = {{8, 512, 132, 3}, {8, 512, 132, 2}, {64, 64, 132, 3},
+                               {8, 513, 132, 3}, {1, 2048, 132, 1}, {16, 100, 132, 2}};
+  int first[6];
+  for (int i = 0; i < 6; ++i) first[i] = choose_num_splits(shapes[i]);
+  for (int round = 0; round < 5; ++round)
+    for (int i = round % 2; i < 6; i += 1 + round % 2) EXPECT_EQ(choose_num_splits(shapes[i]), first[i]) << i;
+  std::thread other([&] {
+    for (int i = 5; i >= 0; --i) EXPECT_EQ(choose_num_splits(shapes[i]), first[i]) << i;
+  });
+  other.join();
+  EXPECT_GT(first[0], 1);
+  EXPECT_NE(first[0], first[1]) << "the memo must key on blocks_per_sm too";
 }
 
 }  // namespace
