@@ -252,7 +252,8 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   int splits = choose(*m);
   // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream
   // few key tiles each. Same block shape, so only the split count is chosen again, for its occupancy.
-  if (splits > 1 && decode_rows > 0 && decode_rows <= 16) {
+  // (Wide tiles, paged K/V and overridden tiles resolve to the same module: nothing to redo.)
+  if (splits > 1 && decode_rows > 0) {
     const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true);
     if (&deep != m) {
       if (const int s = choose(deep); s > 1) m = &deep, splits = s;

@@ -222,9 +222,9 @@ struct Work {
   }
   // Element offsets of key j's K and V rows in the page tensors (the lookup included).
   __device__ __forceinline__ void page_offsets(const FwdParams& p, int j, af_i64& k_off, af_i64& v_off) const {
-    int slot, row;
-    page_pos(p, j, slot, row);
-    page_offsets(p, pages[slot], row, k_off, v_off);
+    int row;
+    const int page = page_of(p, j, row);
+    page_offsets(p, page, row, k_off, v_off);
   }
   // Element offsets of a key's K and V rows in the page tensors, from its page and row.
   __device__ __forceinline__ void page_offsets(const FwdParams& p, af_i64 page, int row, af_i64& k_off,
