@@ -67,15 +67,16 @@ std::optional<int> parse_decode_splits_knob(const char* text) {
   return n;
 }
 
-std::optional<std::pair<int, int>> parse_wgmma_tile_knob(const char* text) {
+std::optional<WgmmaTileKnob> parse_wgmma_tile_knob(const char* text) {
   if (empty(text)) return std::nullopt;
-  int bk = 0, mb = 0;
+  int bk = 0, mb = 0, st = 0;
   char tail = 0;
-  if (std::sscanf(text, "%d,%d%c", &bk, &mb, &tail) != 2 || (bk != 64 && bk != 128) || mb < 1 || mb > 3)
+  const int n = std::sscanf(text, "%d,%d,%d%c", &bk, &mb, &st, &tail);
+  if ((n != 2 && n != 3) || (bk != 64 && bk != 128) || mb < 1 || mb > 3 || (n == 3 && st != 3 && st != 4))
     throw Error(ErrorCode::Unsupported,
-                fmt::format("ATTNFUSE_CUDA_WGMMA_TILE='{}' is not block_k,min_blocks with block_k 64 or 128 "
-                            "and min_blocks 1-3", text));
-  return std::pair{bk, mb};
+                fmt::format("ATTNFUSE_CUDA_WGMMA_TILE='{}' is not block_k,min_blocks[,stages] with block_k 64 or "
+                            "128, min_blocks 1-3 and stages 3 or 4", text));
+  return WgmmaTileKnob{bk, mb, n == 3 ? st : 0};
 }
 
 const std::optional<TileConfig>& tile_override() {
@@ -93,8 +94,8 @@ const std::optional<int>& decode_splits_override() {
   return n;
 }
 
-const std::optional<std::pair<int, int>>& wgmma_tile_override() {
-  static const std::optional<std::pair<int, int>> t = parse_wgmma_tile_knob(std::getenv("ATTNFUSE_CUDA_WGMMA_TILE"));
+const std::optional<WgmmaTileKnob>& wgmma_tile_override() {
+  static const std::optional<WgmmaTileKnob> t = parse_wgmma_tile_knob(std::getenv("ATTNFUSE_CUDA_WGMMA_TILE"));
   return t;
 }
 

@@ -19,15 +19,18 @@ std::optional<TileConfig> parse_decode_tile_knob(const char* text);
 // ATTNFUSE_CUDA_DECODE_SPLITS=n (1-128) fixes the split count of decode-variant calls that do not
 // set LaunchTuning::num_splits (the sweeps' way to try counts the split pass would not choose).
 std::optional<int> parse_decode_splits_knob(const char* text);
-// ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks replaces those two choices of the Hopper form's
-// tile (block_k 64 or 128, 1-3 blocks per SM).
-std::optional<std::pair<int, int>> parse_wgmma_tile_knob(const char* text);
+// ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks[,stages] replaces those choices of the Hopper form's
+// prefill tile (block_k 64 or 128, 1-3 blocks per SM, 3 or 4 K/V stages; stages 0: the pass's).
+struct WgmmaTileKnob {
+  int block_k, min_blocks, stages;
+};
+std::optional<WgmmaTileKnob> parse_wgmma_tile_knob(const char* text);
 
 // The knobs as this process's environment sets them.
 const std::optional<TileConfig>& tile_override();
 const std::optional<TileConfig>& decode_tile_override();
 const std::optional<int>& decode_splits_override();
-const std::optional<std::pair<int, int>>& wgmma_tile_override();
+const std::optional<WgmmaTileKnob>& wgmma_tile_override();
 // ATTNFUSE_CUDA_WGMMA=0 keeps the prefill kernel in its mma.sync form on Hopper;
 // ATTNFUSE_CUDA_TMA=0 keeps the wgmma form's K/V loads on cp.async.
 bool wgmma_enabled();

@@ -35,7 +35,16 @@ TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
   EXPECT_EQ(narrow->key_warps, 4);
   EXPECT_EQ(narrow->block_k, 128);
   EXPECT_EQ(narrow->stages, 3);
-  EXPECT_EQ(parse_wgmma_tile_knob("64,2"), (std::pair{64, 2}));
+  const auto two = parse_wgmma_tile_knob("64,2");
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->block_k, 64);
+  EXPECT_EQ(two->min_blocks, 2);
+  EXPECT_EQ(two->stages, 0);  // the tile pass's
+  const auto three = parse_wgmma_tile_knob("128,2,3");
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->block_k, 128);
+  EXPECT_EQ(three->min_blocks, 2);
+  EXPECT_EQ(three->stages, 3);
   EXPECT_EQ(parse_decode_splits_knob("1"), 1);
   EXPECT_EQ(parse_decode_splits_knob("128"), 128);
 }
@@ -55,7 +64,7 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
   for (const char* bad : {"16,64,1", "16,64,1,1", "16,40,1,2", "16,64,1,2,3", "16,64,4,2",
                           "16,64,4,2,3", "16,32,4,2,4", "16,64,4,2,4,", "16,64,4,2,0"})
     refused(parse_decode_tile_knob, bad, "ATTNFUSE_CUDA_DECODE_TILE");
-  for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1"})
+  for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1", "64,2,5", "64,2,3,", "64,2,3,4"})
     refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");
   for (const char* bad : {"0", "129", "-4", "8,", "8x", "x"})
     refused(parse_decode_splits_knob, bad, "ATTNFUSE_CUDA_DECODE_SPLITS");
