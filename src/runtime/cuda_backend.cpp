@@ -237,7 +237,13 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout);
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
-  const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
+  int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
+  if (mask && !pl.decode && !args.cu_seqlens_q) {
+    // The kernel runs block-sparse tiles heaviest mask row first (params.cuh bs_order), a map onto
+    // whole mask rows of the mask it reads (tile_block_mask: coarsened to the tile when finer).
+    const int64_t cq = mask->block_q() % bm == 0 ? mask->block_q() : bm;
+    slots = (c.Nq + cq - 1) / cq * (cq / bm);
+  }
   int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
   if (mask && mask->num_q_blocks() > 0) {
     const int64_t rows = mask->batch() * mask->heads() * mask->num_q_blocks();
@@ -408,6 +414,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.bs_nqb = static_cast<int>(mask->num_q_blocks());
     p.bs_batch = static_cast<int>(mask->batch());
     p.bs_heads = static_cast<int>(mask->heads());
+    p.bs_order = pl.decode || args.cu_seqlens_q ? nullptr : dm.order;  // plan() sized the grid for it
   }
   p.batch = static_cast<int>(B);
   p.heads_q = static_cast<int>(Hq);

@@ -32,6 +32,7 @@ const char* kPrograms[] = {
     "relu_attention(scaled_dot_product(Q, K)) @ V",
     "relu_attention(causal(scaled_dot_product(Q, K))) @ V",
     "softmax(softcap(additive_bias(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 256))), 50)) @ V",
+    "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V",  // the partial blocks' row bits
 };
 
 // RoPE programs in each placement: fused rotates inside the attention kernel; prerotate is the

@@ -304,6 +304,7 @@ TEST_F(CudaSparse, BlockSparseRandomGridsAndPartialBlocks) {
       check_sparse(spec, d, random_grid(d, 1, 1, 128, 128, 0.6, rng_), "broadcast random grid", rng_);
       check_sparse(spec, d, partial_blocks(d, 1, 1, 128, 128, rng_), "broadcast partial blocks", rng_);
       check_sparse(spec, d, random_grid(d, d.B, 1, 128, 128, 0.6, rng_), "head-broadcast random grid", rng_);
+      check_sparse(spec, d, random_grid(d, 1, d.Hq, 128, 128, 0.6, rng_), "batch-broadcast per-head grid", rng_);
     }
   }
 }
@@ -356,6 +357,44 @@ TEST_F(CudaSparse, BlockSparseFromClassifier) {
   const Dims d{1, 2, 1, n, n, 128};
   check_sparse(cuda_spec(kSparsePrograms[1], DType::BF16, 128), d, mask, "sinks + band", rng_);
   check_sparse(cuda_spec(kSparsePrograms[5], DType::BF16, 128), d, mask, "sinks + band", rng_);
+}
+
+// BigBird's shape, which the kernel runs heaviest mask row first (params.cuh bs_order): a
+// global query-block row and key-block column, the diagonal and `random_per_row` random key
+// blocks; with `batch` x `heads` > 1 each (b, h) puts its global row at a different query block,
+// so the heavy tiles sit all over the launch order.
+BlockMask bigbird_grid(const Dims& d, int64_t batch, int64_t heads, int block, int random_per_row,
+                       std::mt19937_64& rng) {
+  const int64_t nqb = (d.Nq + block - 1) / block, nkb = (d.Nk + block - 1) / block;
+  std::vector<uint8_t> grid(static_cast<size_t>(batch * heads * nqb * nkb));
+  std::uniform_int_distribution<int64_t> any_kb(0, nkb - 1);
+  for (int64_t bh = 0; bh < batch * heads; ++bh) {
+    const int64_t global = (bh * 5) % nqb;
+    for (int64_t qb = 0; qb < nqb; ++qb) {
+      uint8_t* row = grid.data() + (bh * nqb + qb) * nkb;
+      for (int64_t kb = 0; kb < nkb; ++kb) row[kb] = qb == global || kb == 0 || kb == std::min(qb, nkb - 1);
+      for (int r = 0; r < random_per_row; ++r) row[any_kb(rng)] = 1;
+    }
+  }
+  return BlockMask::from_dense(grid.data(), batch, heads, d.Nq, d.Nk, block, block);
+}
+
+TEST_F(CudaSparse, BlockSparseBigBirdHeavyRowsFirst) {
+  // Launch order follows the mask's row weights, not the grid: every (b, h, query tile) must still
+  // be computed once, for broadcast, head-broadcast, batch-broadcast and per-head masks, with
+  // mask blocks of one and of two query tiles (a partial last mask row: 1000 queries).
+  TRACE_SEED();
+  const Dims d{3, 5, 5, 1000, 1100, 64};
+  for (const char* prog : {kSparsePrograms[0], kSparsePrograms[1]}) {
+    SCOPED_TRACE(prog);
+    const KernelSpec spec = cuda_spec(prog, DType::BF16, 64);
+    for (int block : {128, 256}) {
+      check_sparse(spec, d, bigbird_grid(d, 1, 1, block, 1, rng_), "broadcast BigBird", rng_);
+      check_sparse(spec, d, bigbird_grid(d, d.B, 1, block, 1, rng_), "head-broadcast BigBird", rng_);
+      check_sparse(spec, d, bigbird_grid(d, 1, d.Hq, block, 2, rng_), "batch-broadcast BigBird", rng_);
+      check_sparse(spec, d, bigbird_grid(d, d.B, d.Hq, block, 2, rng_), "per-head BigBird", rng_);
+    }
+  }
 }
 
 TEST_F(CudaSparse, BlockSparseDecode) {

@@ -344,22 +344,30 @@ struct FwdKernel {
                                        (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
                                  : nullptr;
         float tile_max = neg_inf();
-        // Block-sparse partial block: when the row's bits for the warp's keys start on a 64-bit
-        // word (tile-aligned blocks of 64 or more keys), those 1-2 words are loaded once per row
-        // and each cell tests its bit in registers, instead of one global load per cell (the
-        // 64-block BigBird at 4k: 0.640 -> 0.533 ms on the H200, bench/results/2026-12-01-h200-
-        // session7). The bitmap holds block_q x block_k bits per block and the tile lies inside
-        // its block, so padding rows read inside it too.
-        constexpr int kRowWords = kBNW % 64 == 0 ? kBNW / 64 : 0;
-        unsigned long long row_bits[kRowWords > 0 ? kRowWords : 1];
-        bool row_fast = false;
-        if constexpr (Spec::kBlockSparse && kMask && kRowWords > 0) {
+        // Block-sparse partial block: the bits of this row's kBNW keys (the warp's part of the
+        // tile, which lies inside one mask block) are gathered once per row into registers,
+        // funnel-shifted from the 1-3 bitmap words they straddle, and each cell tests its bit
+        // there. (One global load per cell instead cost the 64-block BigBird at 4k 0.640 against
+        // 0.533 ms on the H200, bench/results/2026-12-01-h200-session7, and held 27 more
+        // registers at D = 64.) The bitmap holds block_q x block_k bits per block and the tile
+        // lies inside its block, so padding rows read inside it too; a word past the row's last
+        // bit is never read, so neither is one past the block's bitmap.
+        constexpr int kRowWords = (kBNW + 63) / 64;
+        unsigned long long row_bits[kRowWords];
+        if constexpr (Spec::kBlockSparse && kMask) {
           if (cells.bits) {
             const int b0 = (i - cells.q0) * p.bs_block_k + (n0 + kn - cells.k0);
-            row_fast = (b0 & 63) == 0;
-            if (row_fast)
+            const unsigned long long* src = cells.bits + (b0 >> 6);
+            const int sh = b0 & 63;
+            unsigned long long lo = src[0];
 #pragma unroll
-              for (int k = 0; k < kRowWords; ++k) row_bits[k] = cells.bits[(b0 >> 6) + k];
+            for (int k = 0; k < kRowWords; ++k) {
+              // The next word holds bits of this output word (unaligned) or is the next one's start.
+              const int want = kBNW - 64 * k < 64 ? kBNW - 64 * k : 64;  // bits of this output word
+              const unsigned long long hi = sh + want > 64 || k + 1 < kRowWords ? src[k + 1] : 0ull;
+              row_bits[k] = sh == 0 ? lo : (lo >> sh) | (hi << (64 - sh));
+              lo = hi;
+            }
           }
         }
 #pragma unroll
@@ -375,14 +383,8 @@ struct FwdKernel {
             }  // else: raw q.k; the scale is folded into the exp2 argument below (one FFMA)
             if (kMask) {
               bool kept = keep(p, w, qpos, j);
-              if (Spec::kBlockSparse && cells.bits && kept) {
-                if (kRowWords > 0 && row_fast) {
-                  kept = (row_bits[kRowWords > 0 ? (n * 8) / 64 : 0] >> (((n * 8) & 63) + 2 * t + e)) & 1ull;
-                } else {
-                  const int bit = (i - cells.q0) * p.bs_block_k + (j - cells.k0);
-                  kept = (cells.bits[bit >> 6] >> (bit & 63)) & 1ull;
-                }
-              }
+              if (Spec::kBlockSparse && cells.bits && kept)
+                kept = (row_bits[(n * 8) / 64] >> (((n * 8) & 63) + 2 * t + e)) & 1ull;
               if (!kept) s = neg_inf();
             }
             acc_s[a][n][2 * hf + e] = s;

@@ -103,6 +103,11 @@ struct FwdParams {
   const af_i64* bs_bits_ptr;
   const unsigned long long* bs_bits;
   int bs_block_q, bs_block_k, bs_nqb, bs_batch, bs_heads;
+  // The mask's rows, most active blocks first (null: grid order). The prefill grid then runs its
+  // query tiles in this order (Work::init), so a BigBird global row, which visits every key
+  // block, starts in the first wave instead of holding one SM long after the rest have drained.
+  // The host launches bs_nqb * (bs_block_q / block_q) tile slots per head and batch entry.
+  const int* bs_order;
 
   // Hopper (Spec::kTmaKV, used when tma_kv != 0): tensor maps (CUtensorMap: 128 bytes, 64-byte
   // aligned) of K and V as 4-D [B, Hkv, Nk, D] tensors read in boxes of block_k rows x 64 dims,

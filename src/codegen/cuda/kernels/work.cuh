@@ -108,6 +108,28 @@ struct Work {
     return true;
   }
 
+  // Block sparse (prefill): the block's place in launch order, L = slot + slots * (y + H * z),
+  // taken as the L-th tile of the mask rows in p.bs_order. Each mask row stands for
+  // rb * rh * sq tiles (rb, rh: the batch entries and heads it broadcasts over; sq: tile slots
+  // per mask block), and the grid holds exactly bs_nqb * sq slots per head and batch entry, so
+  // the map is a bijection onto the grid. Sets b, h0, hk and slot.
+  __device__ __forceinline__ void heaviest_first(const FwdParams& p, int slots, int& slot) {
+    const int sq = p.bs_block_q / kBM;
+    const int rb = p.bs_batch == 1 ? (int)gridDim.z : 1, rh = p.bs_heads == 1 ? (int)gridDim.y : 1;
+    const af_i64 L = slot + (af_i64)slots * (blockIdx.y + (af_i64)gridDim.y * blockIdx.z);
+    const af_i64 per_row = (af_i64)rb * rh * sq;
+    const int r = p.bs_order[L / per_row];
+    int rem = (int)(L % per_row);
+    const int sub = rem % sq;
+    rem /= sq;
+    const int hr = rem % rh, br = rem / rh;
+    const int qb = r % p.bs_nqb, hm = (r / p.bs_nqb) % p.bs_heads, bm = r / p.bs_nqb / p.bs_heads;
+    b = p.bs_batch == 1 ? br : bm;
+    h0 = p.bs_heads == 1 ? hr : hm;
+    hk = h0 / p.head_ratio;
+    slot = qb * sq + sub;
+  }
+
   // Decodes the block index; false when the block has no rows (a document slot past its
   // document's last tile). Uniform over the block.
   __device__ __forceinline__ bool init(const FwdParams& p) {
@@ -150,6 +172,8 @@ struct Work {
       len_k = (int)(cu_seqlen_at(ck, p.cu_is_i64, row + d + 1) - k_row0);
       q_offset = len_k - len_q;
       slot -= (int)((af_i64)G * q_row0 / kBM) + d;
+    } else if (Spec::kBlockSparse && !kPack && p.bs_order) {
+      heaviest_first(p, slots, slot);
     } else if (Spec::kCausal) {
       // Causal rows near the end see the most keys: schedule those tiles first so the short ones
       // fill the tail of the grid instead of leaving SMs idle behind one long block.
