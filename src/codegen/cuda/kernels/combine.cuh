@@ -24,44 +24,62 @@ template <class Element, int kDv>
 struct SplitMerge {
   static constexpr int kPerLane = (kDv + 31) / 32;  // dims per lane (2, 3, 4 or 8)
   static constexpr int kMaxSplits = 128;             // passes::kMaxSplits
-  static constexpr int kUnroll = 8;                  // splits whose rows load at once
+  static constexpr int kLsePerLane = kMaxSplits / 32;
+  static constexpr int kUnroll = 8;  // splits whose rows load at once
+
+  // The kUnroll partial rows of splits s0, s0 + 1, ... (past the last split: split s0 again).
+  static __device__ __forceinline__ void load_rows(const float* part_o, int num_splits, af_i64 rows, af_i64 row,
+                                                   int lane, int s0, float (&v)[kUnroll][kPerLane]) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = s0 + u < num_splits ? s0 + u : s0;
+      const float* src = part_o + (s * rows + row) * kDv;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) v[u][k] = lane + 32 * k < kDv ? __ldcg(src + lane + 32 * k) : 0.f;
+    }
+  }
 
   static __device__ void row(const float* part_o, const float* part_lse, int num_splits, af_i64 rows, af_i64 row,
                              float* weight, int lane, Element* dst, float* lse) {
     const float ninf = __int_as_float(0xff800000u);
     __syncwarp();  // the warp's previous row is done with `weight`
-    // The weights, lanes over the splits: the largest LSE, then exp(L_s - max) normalised by
-    // their sum (one warp reduction each), parked in shared memory for the row pass.
+    // Every load is independent of the weights, so the LSEs (lanes over the splits, once each)
+    // and the first kUnroll rows go out together: the merge waits for two or three memory
+    // latencies, not one per pass (it is the tail of a split decode call).
+    float v[kUnroll][kPerLane];
+    load_rows(part_o, num_splits, rows, row, lane, 0, v);
+    float l[kLsePerLane];
+#pragma unroll
+    for (int q = 0; q < kLsePerLane; ++q) {
+      const int s = lane + 32 * q;
+      l[q] = s < num_splits ? __ldcg(part_lse + s * rows + row) : ninf;
+    }
+    // The weights: the largest LSE, then exp(L_s - max) normalised by their sum (one warp
+    // reduction each), parked in shared memory for the row pass.
     float m = ninf;
-    for (int s = lane; s < num_splits; s += 32) m = fmaxf(m, __ldcg(part_lse + s * rows + row));
+#pragma unroll
+    for (int q = 0; q < kLsePerLane; ++q) m = fmaxf(m, l[q]);
 #pragma unroll
     for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     float sum = 0.f;
-    for (int s = lane; s < num_splits; s += 32) {
-      const float l = __ldcg(part_lse + s * rows + row);
-      const float w = (m == ninf || l == ninf) ? 0.f : __expf(l - m);
-      weight[s] = w;
+#pragma unroll
+    for (int q = 0; q < kLsePerLane; ++q) {
+      const int s = lane + 32 * q;
+      const float w = (m == ninf || l[q] == ninf) ? 0.f : __expf(l[q] - m);
+      if (s < num_splits) weight[s] = w;
       sum += w;
     }
 #pragma unroll
     for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     __syncwarp();
 
-    // The row pass: kUnroll splits' rows load together (independent loads in flight instead of
-    // one latency per split), then accumulate.
+    // The row pass, kUnroll splits at a time, in split order.
     float acc[kPerLane];
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
     if (sum > 0.f) {
       for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
-        float v[kUnroll][kPerLane];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int s = s0 + u < num_splits ? s0 + u : s0;
-          const float* src = part_o + (s * rows + row) * kDv;
-#pragma unroll
-          for (int k = 0; k < kPerLane; ++k) v[u][k] = lane + 32 * k < kDv ? __ldcg(src + lane + 32 * k) : 0.f;
-        }
+        if (s0 > 0) load_rows(part_o, num_splits, rows, row, lane, s0, v);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const float w = s0 + u < num_splits ? weight[s0 + u] : 0.f;
