@@ -3,7 +3,7 @@
 # decode / sparse subsets, CLI checks of every new path against the float64 reference, and the
 # decode / paged / BigBird / documents benchmarks, every log under $OUT. Expects .devcarry/ from
 # bench/make_device_carry.sh. Usage on the device: bench/run_gpu_issue5.sh [tests] [sanitize] [smoke] [bench] [quick]
-# Env: TEST_FILTER (gtest filter), SANITIZER_TOOLS ("memcheck racecheck"), SANITIZER_TIMEOUT and
+# Env: TEST_FILTER (gtest filter), SANITIZE_FILTER (the sanitizer runs' gtest filter), SANITIZER_TOOLS ("memcheck racecheck"), SANITIZER_TIMEOUT and
 # BENCH_TIMEOUT (seconds), so one device call (10 minutes) can hold a chosen subset.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
@@ -19,7 +19,7 @@ if want tests; then
 fi
 # Small cases of every new path: splits with empty rows, paged with q_offset, documents with
 # int64 per-batch offsets, block-sparse from a classifier and in decode, plus the RoPE subset.
-SANITIZE='CudaRope.SanitizerSubset:CudaDecode.RowsThatKeepNothing:CudaDecode.PagedExplicitQOffsetAppliesToEverySequence:CudaSparse.DocumentsPerBatchAndInt64Offsets:CudaSparse.BlockSparseFromClassifier:CudaSparse.BlockSparseDecode'
+SANITIZE=${SANITIZE_FILTER:-'CudaRope.SanitizerSubset:CudaDecode.RowsThatKeepNothing:CudaDecode.PagedExplicitQOffsetAppliesToEverySequence:CudaSparse.DocumentsPerBatchAndInt64Offsets:CudaSparse.BlockSparseFromClassifier:CudaSparse.BlockSparseDecode:CudaDecode.InKernelMergeMatchesTheCombineKernelCallAfterCall'}
 if want sanitize; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
     timeout ${SANITIZER_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 .devcarry/test_gpu \
