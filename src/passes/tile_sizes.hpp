@@ -66,9 +66,9 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
   //    spills at D = 128 (255 registers + 108 B of spill stores); 8 warps it is.
   //  - stages = 2: the template double-buffers K/V with cp.async.
   //  - dtype: fp16 and bf16 tiles are the same size; fp32 does not run on tensor cores.
-  //  - masks do not change the shape: causal/sliding skip whole tiles either way.
+  //  - masks do not change the shape (causal/sliding skip whole tiles either way), except
+  //    block-sparse with a sliding window at D = 96 and 128 (below).
   (void)dtype;
-  (void)masks;
   //  - rope (fused placement) rotates each K tile in shared memory between the barrier and the
   //    MMA: work per key, not per cell, and dead before the scores are live, so it keeps the
   //    plain tile at D <= 128 (255 registers, no spill at D = 128; Llama-3-8B N=16k 177 vs 158
@@ -107,6 +107,12 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
     // block_k 64 since the kernel learned documents, pages and splits (255 registers, 152-200 B);
     // block_k 32 holds the score tile in 209 registers with no spill.
     if (modifiers.size() >= 3 && head_dim > 96) t.block_k = 32;
+    // A block-sparse partial block's row bits next to a sliding window's two per-cell limits
+    // push 128-key tiles at D = 128 past 255 registers (62-536 B of spill on sm_80 and sm_90;
+    // D = 96 sat at 255 without spilling):
+    // 64 keys, like per-cell modifiers (block masks of 64 or more keys still fit the tile).
+    if (masks.has(MaskKind::BlockSparse) && masks.has(MaskKind::SlidingWindow) && head_dim > 64 && t.block_k > 64)
+      t.block_k = 64;
   } else {
     t.num_warps = 8;
     t.block_k = per_cell_work || score == ScoreKind::Rope ? 16 : 32;

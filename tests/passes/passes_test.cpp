@@ -142,6 +142,18 @@ TEST(TileSizes, CudaChoicesFitTheTemplate) {
   three.push(ModifierKind::AdditiveBias);
   three.push(ModifierKind::Softcap);
   EXPECT_EQ(passes::tile_sizes(Target::Cuda, 128, DType::BF16, MaskSet{}, ScoreKind::ScaledDot, three).block_k, 32);
+  // Block-sparse with a sliding window at D 96-128 (row bits next to the window's limits);
+  // either mask alone keeps the wide tile.
+  MaskSet sparse, window, both;
+  sparse.add(MaskKind::BlockSparse);
+  window.add(MaskKind::SlidingWindow);
+  both.add(MaskKind::BlockSparse);
+  both.add(MaskKind::SlidingWindow);
+  for (int d : {96, 128}) {
+    EXPECT_EQ(passes::tile_sizes(Target::Cuda, d, DType::BF16, both, ScoreKind::ScaledDot).block_k, 64) << d;
+    EXPECT_EQ(passes::tile_sizes(Target::Cuda, d, DType::BF16, sparse, ScoreKind::ScaledDot).block_k, 128) << d;
+    EXPECT_EQ(passes::tile_sizes(Target::Cuda, d, DType::BF16, window, ScoreKind::ScaledDot).block_k, 128) << d;
+  }
 }
 
 // The decode tiles (tile_sizes.hpp): a 16-row atom over 4 key-split warps up to 16 rows, 64 rows

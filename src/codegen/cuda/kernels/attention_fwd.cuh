@@ -345,28 +345,28 @@ struct FwdKernel {
                                  : nullptr;
         float tile_max = neg_inf();
         // Block-sparse partial block: the bits of this row's kBNW keys (the warp's part of the
-        // tile, which lies inside one mask block) are gathered once per row into registers,
-        // funnel-shifted from the 1-3 bitmap words they straddle, and each cell tests its bit
-        // there. (One global load per cell instead cost the 64-block BigBird at 4k 0.640 against
-        // 0.533 ms on the H200, bench/results/2026-12-01-h200-session7, and held 27 more
-        // registers at D = 64.) The bitmap holds block_q x block_k bits per block and the tile
-        // lies inside its block, so padding rows read inside it too; a word past the row's last
-        // bit is never read, so neither is one past the block's bitmap.
+        // tile, which lies inside one mask block) go to registers once per row, and each cell
+        // tests its bit there. (One global load per cell cost the 64-block BigBird at 4k 0.640
+        // against 0.533 ms on the H200, bench/results/2026-12-01-h200-session7, and its fallback
+        // held 27 registers at D = 64 even where no block is partial.) With kBNW a multiple of 64
+        // the row's bits start on a word: the mask's block_k is a multiple of the tile's (the
+        // runtime checks) and the warp's keys start kBNW into it. Narrower slices (decode's
+        // key-split warps, 32-key tiles) funnel-shift them out of the two words they straddle,
+        // reading the second only when it holds some. The bitmap holds block_q x block_k bits per
+        // block and the tile lies inside its block, so padding rows read inside it too.
         constexpr int kRowWords = (kBNW + 63) / 64;
         unsigned long long row_bits[kRowWords];
         if constexpr (Spec::kBlockSparse && kMask) {
           if (cells.bits) {
             const int b0 = (i - cells.q0) * p.bs_block_k + (n0 + kn - cells.k0);
             const unsigned long long* src = cells.bits + (b0 >> 6);
-            const int sh = b0 & 63;
-            unsigned long long lo = src[0];
+            if constexpr (kBNW % 64 == 0) {
 #pragma unroll
-            for (int k = 0; k < kRowWords; ++k) {
-              // The next word holds bits of this output word (unaligned) or is the next one's start.
-              const int want = kBNW - 64 * k < 64 ? kBNW - 64 * k : 64;  // bits of this output word
-              const unsigned long long hi = sh + want > 64 || k + 1 < kRowWords ? src[k + 1] : 0ull;
-              row_bits[k] = sh == 0 ? lo : (lo >> sh) | (hi << (64 - sh));
-              lo = hi;
+              for (int k = 0; k < kRowWords; ++k) row_bits[k] = src[k];
+            } else {
+              const int sh = b0 & 63;
+              const unsigned long long lo = src[0], hi = sh + kBNW > 64 ? src[1] : 0ull;
+              row_bits[0] = sh == 0 ? lo : (lo >> sh) | (hi << (64 - sh));
             }
           }
         }
