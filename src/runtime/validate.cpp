@@ -54,7 +54,7 @@ void check_outputs(const KernelSpec& spec, const AttentionArgs& a, int64_t Dv);
 
 void check_shapes(const KernelSpec& spec, const AttentionArgs& a) {
   const auto &q = a.q.shape, &k = a.k.shape, &v = a.v.shape;
-  const int64_t B = q[0], Hq = q[1], Nq = q[2], D = q[3], Hkv = k[1], Nk = k[2], Dv = v[3];
+  const int64_t B = q[0], Hq = q[1], D = q[3], Hkv = k[1], Nk = k[2], Dv = v[3];
   if (k[0] != B || k[3] != D)
     fail(ErrorCode::Shape, fmt::format("K {} does not fit Q {}: K must be [B, Hkv, Nk, D] with Q's "
                                        "batch and head dim",
