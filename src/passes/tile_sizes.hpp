@@ -109,8 +109,8 @@ constexpr TileConfig tile_sizes(Target target, int head_dim, DType dtype, MaskSe
     if (modifiers.size() >= 3 && head_dim > 96) t.block_k = 32;
     // A block-sparse partial block's row bits next to a sliding window's two per-cell limits
     // push 128-key tiles at D = 128 past 255 registers (62-536 B of spill on sm_80 and sm_90;
-    // D = 96 sat at 255 without spilling):
-    // 64 keys, like per-cell modifiers (block masks of 64 or more keys still fit the tile).
+    // D = 96 sat at 255 without spilling): 64 keys, like per-cell modifiers (block masks of 64
+    // or more keys still fit the tile).
     if (masks.has(MaskKind::BlockSparse) && masks.has(MaskKind::SlidingWindow) && head_dim > 64 && t.block_k > 64)
       t.block_k = 64;
   } else {

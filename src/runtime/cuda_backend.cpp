@@ -240,9 +240,11 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
   if (mask && !pl.decode && !args.cu_seqlens_q) {
     // The kernel runs block-sparse tiles heaviest mask row first (params.cuh bs_order), a map onto
-    // whole mask rows of the mask it reads (tile_block_mask: coarsened to the tile when finer).
-    const int64_t cq = mask->block_q() % bm == 0 ? mask->block_q() : bm;
-    slots = (c.Nq + cq - 1) / cq * (cq / bm);
+    // whole mask rows of the mask it reads. (No such mask: launch() refuses the call.)
+    if (const BlockMask* km = tile_block_mask(*mask, bm, bn)) {
+      pl.heaviest_first = true;
+      slots = km->num_q_blocks() * (km->block_q() / bm);
+    }
   }
   int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
   if (mask && mask->num_q_blocks() > 0) {
@@ -414,7 +416,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.bs_nqb = static_cast<int>(mask->num_q_blocks());
     p.bs_batch = static_cast<int>(mask->batch());
     p.bs_heads = static_cast<int>(mask->heads());
-    p.bs_order = pl.decode || args.cu_seqlens_q ? nullptr : dm.order;  // plan() sized the grid for it
+    p.bs_order = pl.heaviest_first ? dm.order : nullptr;  // plan() sized the grid for it
   }
   p.batch = static_cast<int>(B);
   p.heads_q = static_cast<int>(Hq);

@@ -71,6 +71,7 @@ struct LaunchPlan {
   bool merge_in_kernel = false;  // splits merged by the decode kernel's last block, not a combine kernel
   unsigned grid[3] = {1, 1, 1};
   const LoadedModule* module = nullptr;  // the compiled variant the call runs
+  bool heaviest_first = false;  // block-sparse prefill: grid slots in the mask's row order (params.cuh bs_order)
 };
 
 // A program's kernel on the current device. For rope programs with rope_mode = auto it holds
