@@ -102,10 +102,14 @@ class BlockMask {
   // The CUDA runtime's coarsened copy for its tile (runtime/device_block_mask.hpp), opaque here,
   // kept with the mask for the same reason.
   std::shared_ptr<void>& coarse_copy() const { return coarse_copy_; }
+  // The CUDA runtime's prefill work lists for this mask (runtime/sparse_work.hpp), opaque here,
+  // kept with the mask for the same reason.
+  std::shared_ptr<void>& work_lists() const { return work_lists_; }
 
  private:
   mutable std::shared_ptr<void> device_copy_;
   mutable std::shared_ptr<void> coarse_copy_;
+  mutable std::shared_ptr<void> work_lists_;
   // Checked dimensions, no blocks yet (the factories fill the CSR).
   static BlockMask with_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
                              int block_q, int block_k);

@@ -204,6 +204,12 @@ constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
   const bool heavy = per_cell_work && (s.head_dim == 128 || s.modifiers.size() >= 3);
   if (!s.masks.has(MaskKind::BlockSparse)) t.block_k = heavy ? 64 : 128;
   else if (t.block_k != 64) t.block_k = 128;
+  // Block-sparse rows keep few key tiles, so a second resident block hides one block's Q load
+  // and epilogue under the other's tiles. The mask alone at D = 64 fits 128 registers without a
+  // spill (120); with causal, windows or modifiers it spills (92-308 B), so those keep one.
+  if (s.masks.bits() == (1u << static_cast<unsigned>(MaskKind::BlockSparse)) && s.modifiers.size() == 0 &&
+      s.head_dim == 64 && s.norm == NormKind::Softmax)
+    t.min_blocks = 2;
   return t;
 }
 

@@ -215,6 +215,43 @@ CallShape call_shape(const AttentionArgs& a) {
 
 }  // namespace
 
+namespace {
+
+// Block-sparse prefill: a one-dimensional grid over the mask's work list (runtime/sparse_work.hpp),
+// whose rows longer than the average load of one resident block are cut into parts (a forced
+// split count cuts every row into that many). The list is made for the mask the kernel reads
+// (tile_block_mask: coarsened to the tile when finer) and kept with it.
+LaunchPlan plan_sparse(LaunchPlan pl, const LoadedModule& m, const CallShape& c, const BlockMask& given,
+                       const LaunchTuning& tuning) {
+  const int bm = m.spec.tile.block_q, bn = m.spec.tile.block_k;
+  const BlockMask* mask = tile_block_mask(given, bm, bn);
+  if (!mask || mask->block_q() % bm != 0 || mask->block_k() % bn != 0)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("the BlockMask's blocks ({} x {}) must be multiples or divisors of the CUDA kernel's "
+                            "tile ({} x {}) for this program; build the mask with block sizes that are (128 x 128 "
+                            "always works)", given.block_q(), given.block_k(), bm, bn));
+  SparseWorkShape shape;
+  shape.sub = mask->block_k() / bn;
+  shape.per_row = (mask->batch() == 1 ? c.B : 1) * (mask->heads() == 1 ? c.Hq : 1) * (mask->block_q() / bm);
+  if (tuning.num_splits > 0) {
+    shape.forced_parts = tuning.num_splits;
+  } else {
+    const int64_t total = static_cast<int64_t>(mask->csr().cols.size()) * shape.sub * shape.per_row;
+    shape.cap_tiles = sparse_cap_tiles(total, int64_t{device_info().multiprocessors} * blocks_per_sm(m));
+  }
+  const DeviceSparseWork& work = sparse_work(*mask, shape);
+  const int64_t blocks = work.num_items * shape.per_row;
+  if (blocks > INT32_MAX)
+    throw Error(ErrorCode::Shape, "the call's grid exceeds CUDA's limits (2^31 - 1 blocks of block-sparse work)");
+  pl.module = &m;
+  pl.num_splits = 1;
+  pl.sparse_work = &work;
+  pl.grid[0] = static_cast<unsigned>(blocks);
+  return pl;
+}
+
+}  // namespace
+
 LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars, const LaunchTuning& tuning) const {
   const CallShape c = call_shape(args);
   LaunchPlan pl;
@@ -237,15 +274,8 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout);
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
-  int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
-  if (mask && !pl.decode && !args.cu_seqlens_q) {
-    // The kernel runs block-sparse tiles heaviest mask row first (params.cuh bs_order), a map onto
-    // whole mask rows of the mask it reads. (No such mask: launch() refuses the call.)
-    if (const BlockMask* km = tile_block_mask(*mask, bm, bn)) {
-      pl.heaviest_first = true;
-      slots = km->num_q_blocks() * (km->block_q() / bm);
-    }
-  }
+  const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
+  if (mask && !pl.decode && !args.cu_seqlens_q) return plan_sparse(pl, *m, c, *mask, tuning);
   int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
   if (mask && mask->num_q_blocks() > 0) {
     const int64_t rows = mask->batch() * mask->heads() * mask->num_q_blocks();
@@ -416,7 +446,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.bs_nqb = static_cast<int>(mask->num_q_blocks());
     p.bs_batch = static_cast<int>(mask->batch());
     p.bs_heads = static_cast<int>(mask->heads());
-    p.bs_order = pl.heaviest_first ? dm.order : nullptr;  // plan() sized the grid for it
+    p.bs_work = pl.sparse_work ? reinterpret_cast<const int*>(pl.sparse_work->items) : nullptr;
   }
   p.batch = static_cast<int>(B);
   p.heads_q = static_cast<int>(Hq);
@@ -494,6 +524,16 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   }
   p.num_splits = pl.num_splits;
   const int64_t rows = B * Hq * Nq;
+  if (pl.sparse_work && pl.sparse_work->slots > 0) {
+    // Cut block-sparse rows: slots of block_q partial rows and a merge counter per cut tile.
+    const size_t slot_rows = static_cast<size_t>(pl.sparse_work->slots) * static_cast<size_t>(m.spec.tile.block_q);
+    const size_t o_floats = slot_rows * static_cast<size_t>(spec_.head_dim);
+    float* ws = static_cast<float*>(stream_workspace(stream, kSplitWorkspace, (o_floats + slot_rows) * 4));
+    p.part_o = ws;
+    p.part_lse = ws + o_floats;
+    p.merge_count = static_cast<int*>(
+        stream_workspace(stream, kMergeCounters, static_cast<size_t>(pl.sparse_work->slots) * sizeof(int)));
+  }
   if (pl.num_splits > 1) {
     const size_t o_floats = static_cast<size_t>(pl.num_splits * rows * spec_.head_dim);
     float* ws = static_cast<float*>(

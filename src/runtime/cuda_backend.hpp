@@ -13,6 +13,8 @@
 
 namespace attnfuse::runtime {
 
+struct DeviceSparseWork;  // runtime/device_block_mask.hpp
+
 // A cubin built for one architecture (works without a GPU).
 struct CompiledBinary {
   std::vector<char> cubin;
@@ -71,7 +73,9 @@ struct LaunchPlan {
   bool merge_in_kernel = false;  // splits merged by the decode kernel's last block, not a combine kernel
   unsigned grid[3] = {1, 1, 1};
   const LoadedModule* module = nullptr;  // the compiled variant the call runs
-  bool heaviest_first = false;  // block-sparse prefill: grid slots in the mask's row order (params.cuh bs_order)
+  // Block-sparse prefill: the work list the one-dimensional grid runs (its cut rows merge in the
+  // kernel, like split decode calls); null otherwise.
+  const DeviceSparseWork* sparse_work = nullptr;
 };
 
 // A program's kernel on the current device. For rope programs with rope_mode = auto it holds

@@ -17,10 +17,21 @@ DeviceBlockMask::~DeviceBlockMask() {
   if (base) driver().cuMemFree(base);
 }
 
+DeviceSparseWork::~DeviceSparseWork() {
+  if (items) driver().cuMemFree(items);
+}
+
 namespace {
 
 // Every coarsening of one mask the runtime has made (one per tile shape that asked, so a few at
 // most); never replaced, since launches in flight and other threads may still read one.
+// The work lists made for one mask (one per launch shape that asked); never replaced, since
+// launches in flight may still read one.
+struct WorkLists {
+  std::mutex mu;
+  std::vector<std::unique_ptr<DeviceSparseWork>> list;
+};
+
 struct CoarseCopies {
   struct Entry {
     int block_q, block_k;
@@ -48,17 +59,6 @@ const BlockMask* tile_block_mask(const BlockMask& mask, int bm, int bn) {
   return &copies.list.back()->mask;
 }
 
-std::vector<int32_t> heaviest_rows_first(const BlockMask& mask) {
-  const auto row_ptr = mask.csr().row_ptr;
-  const size_t rows = row_ptr.empty() ? 0 : row_ptr.size() - 1;
-  std::vector<int32_t> order(rows);
-  for (size_t r = 0; r < rows; ++r) order[r] = static_cast<int32_t>(r);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return row_ptr[size_t(a) + 1] - row_ptr[size_t(a)] > row_ptr[size_t(b) + 1] - row_ptr[size_t(b)];
-  });
-  return order;
-}
-
 const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
@@ -68,12 +68,10 @@ const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
     throw Error(ErrorCode::Unsupported, fmt::format("the BlockMask has {} active blocks; the CUDA kernel "
                                                     "indexes up to 2^31 - 1", c.row_ptr.back()));
   std::vector<int32_t> row_ptr(c.row_ptr.begin(), c.row_ptr.end());
-  const std::vector<int32_t> order = heaviest_rows_first(mask);
   auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
   const size_t o_rows = 0, o_cols = align(o_rows + row_ptr.size() * 4), o_full = align(o_cols + c.cols.size() * 4);
   const size_t o_bptr = align(o_full + c.full.size()), o_bits = align(o_bptr + c.bitmap_ptr.size() * 8);
-  const size_t o_order = align(o_bits + c.bitmap.size() * 8);
-  const size_t total = std::max<size_t>(o_order + order.size() * 4, 256);
+  const size_t total = std::max<size_t>(o_bits + c.bitmap.size() * 8, 256);
   auto dm = std::make_shared<DeviceBlockMask>();
   const DriverApi& d = driver();
   check(d.cuMemAlloc(&dm->base, total), "cuMemAlloc (BlockMask)");
@@ -85,16 +83,41 @@ const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
   put(o_full, c.full.data(), c.full.size());
   put(o_bptr, c.bitmap_ptr.data(), c.bitmap_ptr.size() * 8);
   put(o_bits, c.bitmap.data(), c.bitmap.size() * 8);
-  put(o_order, order.data(), order.size() * 4);
   auto at = [&](size_t off) { return reinterpret_cast<const char*>(dm->base + off); };
   dm->row_ptr = reinterpret_cast<const int*>(at(o_rows));
   dm->cols = reinterpret_cast<const int*>(at(o_cols));
   dm->full = reinterpret_cast<const unsigned char*>(at(o_full));
   dm->bits_ptr = reinterpret_cast<const int64_t*>(at(o_bptr));
   dm->bits = reinterpret_cast<const uint64_t*>(at(o_bits));
-  dm->order = reinterpret_cast<const int*>(at(o_order));
   mask.device_copy() = dm;
   return *dm;
+}
+
+const DeviceSparseWork& sparse_work(const BlockMask& mask, const SparseWorkShape& shape) {
+  std::shared_ptr<void> slot;
+  {
+    static std::mutex mu;  // guards the slot's creation; each mask's lists have their own lock
+    std::lock_guard<std::mutex> lock(mu);
+    auto& s = mask.work_lists();
+    if (!s) s = std::make_shared<WorkLists>();
+    slot = s;
+  }
+  auto& lists = *static_cast<WorkLists*>(slot.get());
+  std::lock_guard<std::mutex> lock(lists.mu);
+  for (const auto& w : lists.list)
+    if (w->shape == shape) return *w;
+  const SparseWork host = build_sparse_work(mask.csr().row_ptr, shape);
+  auto w = std::make_unique<DeviceSparseWork>();
+  w->shape = shape;
+  w->num_items = host.num_items;
+  w->slots = host.slots;
+  const DriverApi& d = driver();
+  const size_t bytes = std::max<size_t>(host.items.size() * 4, 4);
+  check(d.cuMemAlloc(&w->items, bytes), "cuMemAlloc (block-sparse work list)");
+  if (!host.items.empty())
+    check(d.cuMemcpyHtoD(w->items, host.items.data(), host.items.size() * 4), "cuMemcpyHtoD (block-sparse work list)");
+  lists.list.push_back(std::move(w));
+  return *lists.list.back();
 }
 
 }  // namespace attnfuse::runtime

@@ -4,10 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "attnfuse/block_mask.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/sparse_work.hpp"
 
 namespace attnfuse::runtime {
 
@@ -18,10 +18,15 @@ struct DeviceBlockMask {
   const unsigned char* full = nullptr;
   const int64_t* bits_ptr = nullptr;
   const uint64_t* bits = nullptr;
-  // The mask's rows by descending active-block count (ties in row order): the prefill kernel's
-  // launch order of query tiles (params.cuh bs_order).
-  const int* order = nullptr;
   ~DeviceBlockMask();
+};
+
+// A prefill work list on the device (sparse_work.hpp), made for one launch shape and kept.
+struct DeviceSparseWork {
+  SparseWorkShape shape;
+  int64_t num_items = 0, slots = 0;
+  CUdeviceptr items = 0;
+  ~DeviceSparseWork();
 };
 
 // The mask the prefill kernel reads for its bm x bn tile: `mask` itself where its blocks are
@@ -30,12 +35,13 @@ struct DeviceBlockMask {
 // blocks; nullptr where neither holds. Thread-safe.
 const BlockMask* tile_block_mask(const BlockMask& mask, int bm, int bn);
 
-// The mask's rows (batch, head, query block, flattened as in its CSR) sorted by descending
-// active-block count, ties in row order: a stable order, so equal rows keep the grid's order.
-std::vector<int32_t> heaviest_rows_first(const BlockMask& mask);
-
 // The mask's device copy, uploaded now (synchronously) if it has none yet; thread-safe. Throws
 // Error(Unsupported) for masks with more than 2^31 - 1 active blocks.
 const DeviceBlockMask& upload_block_mask(const BlockMask& mask);
+
+// The work list of `mask` (the mask the kernel reads) for `shape`: built and uploaded
+// (synchronously) on first use, then kept with the mask's device copy for the mask's lifetime
+// (a mask sees few shapes). Thread-safe.
+const DeviceSparseWork& sparse_work(const BlockMask& mask, const SparseWorkShape& shape);
 
 }  // namespace attnfuse::runtime

@@ -26,6 +26,7 @@
 #include "gpu_inputs.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/device_block_mask.hpp"
 
 namespace attnfuse {
 namespace {
@@ -359,7 +360,7 @@ TEST_F(CudaSparse, BlockSparseFromClassifier) {
   check_sparse(cuda_spec(kSparsePrograms[5], DType::BF16, 128), d, mask, "sinks + band", rng_);
 }
 
-// BigBird's shape, which the kernel runs heaviest mask row first (params.cuh bs_order): a
+// BigBird's shape, which the kernel runs heaviest mask row first (runtime/sparse_work.hpp): a
 // global query-block row and key-block column, the diagonal and `random_per_row` random key
 // blocks; with `batch` x `heads` > 1 each (b, h) puts its global row at a different query block,
 // so the heavy tiles sit all over the launch order.
@@ -395,6 +396,34 @@ TEST_F(CudaSparse, BlockSparseBigBirdHeavyRowsFirst) {
       check_sparse(spec, d, bigbird_grid(d, d.B, d.Hq, block, 2, rng_), "per-head BigBird", rng_);
     }
   }
+}
+
+TEST_F(CudaSparse, BlockSparsePlanCutsRowsLongerThanTheAverageLoad) {
+  // The benchmark's BigBird at 4k (GPT-2 heads, one global row among 32): the global row's key
+  // tiles outnumber the average load of a resident block, so the plan cuts it; the other rows
+  // stay whole. Then a smaller copy of the case runs cut (every row in parts) against the
+  // reference, next to the uncut run.
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kSparsePrograms[0], DType::BF16, 64);
+  const Dims big{4, 12, 12, 4096, 4096, 64};
+  std::vector<uint8_t> grid(32 * 32, 0);
+  for (int q = 0; q < 32; ++q)
+    for (int k = 0; k < 32; ++k) grid[size_t(q * 32 + k)] = q == 0 || k == 0 || k == q || k == (q * 7 + 3) % 32;
+  const BlockMask mask = BlockMask::from_dense(grid.data(), 1, 1, 4096, 4096, 128, 128);
+  Inputs in = make_inputs(spec, big, rng_);
+  in.device.block_mask = &mask;
+  const runtime::LaunchPlan pl = runtime::cuda_kernel(spec).plan(in.device, spec.scalars);
+  ASSERT_NE(pl.sparse_work, nullptr);
+  const int64_t per_row = big.B * big.Hq;  // the mask broadcasts; one 128-row tile per mask block
+  EXPECT_EQ(pl.grid[0], pl.sparse_work->num_items * per_row);
+  EXPECT_GT(pl.sparse_work->slots, 0) << "the global row is cut";
+  EXPECT_EQ(pl.sparse_work->slots % per_row, 0);
+  EXPECT_LT(pl.sparse_work->num_items, 2 * 32) << "the light rows stay whole";
+
+  const Dims d{2, 3, 3, 1024, 1024, 64};
+  const BlockMask small = bigbird_grid(d, 1, 1, 128, 1, rng_);
+  for (const LaunchTuning& t : {LaunchTuning{1}, LaunchTuning{4}, LaunchTuning{0}})
+    check_sparse(spec, d, small, "BigBird, uncut / four parts / planned", rng_, {t});
 }
 
 TEST_F(CudaSparse, BlockSparseDecode) {

@@ -50,18 +50,6 @@ TEST(TileBlockMask, FinerMasksAreCoarsenedOnceAndKept) {
   EXPECT_EQ(w->block_k(), 256);
 }
 
-TEST(HeaviestRowsFirst, SortsRowsByActiveBlocksStably) {
-  // Two heads of 4 x 5 blocks; flattened rows (h * 4 + qb) keep 2, 5, 0, 2 | 1, 5, 2, 3 blocks.
-  const int keeps[2][4] = {{2, 5, 0, 2}, {1, 5, 2, 3}};
-  std::vector<uint8_t> grid(2 * 4 * 5, 0);
-  for (int h = 0; h < 2; ++h)
-    for (int qb = 0; qb < 4; ++qb)
-      for (int kb = 0; kb < keeps[h][qb]; ++kb) grid[size_t((h * 4 + qb) * 5 + kb)] = 1;
-  const BlockMask m = BlockMask::from_dense(grid.data(), 1, 2, 4 * 64, 5 * 64, 64, 64);
-  // 5-block rows in row order, then 3, then the 2-block rows in row order, 1, 0.
-  EXPECT_EQ(heaviest_rows_first(m), (std::vector<int32_t>{1, 5, 7, 0, 3, 6, 4, 2}));
-}
-
 TEST(TileBlockMask, NeitherMultipleNorDivisorIsRefused) {
   EXPECT_EQ(tile_block_mask(causal_mask(96, 128), 128, 128), nullptr);
   EXPECT_EQ(tile_block_mask(causal_mask(128, 48), 128, 64), nullptr);

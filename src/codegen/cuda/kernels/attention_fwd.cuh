@@ -570,9 +570,13 @@ struct FwdKernel {
         if constexpr (Spec::kRelu) lse = l > 0.f ? logf(l) : neg_inf();
         else lse = l > 0.f ? row_m[a][hf] * kLn2 + logf(l) : neg_inf();
         const af_i64 qi = w.q_row0 + i;
-        if (p.num_splits > 1) {
-          const af_i64 rows = (af_i64)p.batch * p.heads_q * p.len_q;
-          const af_i64 prow = w.split * rows + ((af_i64)w.b * p.heads_q + h) * p.len_q + qi;
+        // Partial rows: split-KV's [split][B * Hq * Nq] layout, or a cut block-sparse tile's
+        // slots of kBM rows (Work::part_slot0).
+        af_i64 prow = -1;
+        if (Spec::kBlockSparse && w.parts > 1) prow = (af_i64)(w.part_slot0 + w.part) * kBM + (r - w.m0);
+        else if (p.num_splits > 1)
+          prow = w.split * ((af_i64)p.batch * p.heads_q * p.len_q) + ((af_i64)w.b * p.heads_q + h) * p.len_q + qi;
+        if (prow >= 0) {
           float2* orow = reinterpret_cast<float2*>(p.part_o + prow * kD);
 #pragma unroll
           for (int d = 0; d < kDT; ++d)
@@ -743,18 +747,34 @@ struct FwdKernel {
     }
     if (warp_active && (kKeyWarps == 1 || warp_id == 0)) write_rows(p, w, warp, g, t, acc_o, row_m, row_l);
     if constexpr (W::kPack) {
-      if (p.num_splits > 1 && p.merge_count) merge_splits(p, w, reinterpret_cast<float*>(sK));
+      if (p.num_splits > 1 && p.merge_count) {
+        const int S = p.num_splits;
+        int* count = p.merge_count + ((af_i64)blockIdx.z * gridDim.y + blockIdx.y) * (gridDim.x / S) + blockIdx.x / S;
+        const af_i64 rows = (af_i64)p.batch * p.heads_q * p.len_q;
+        merge_parts(p, w, reinterpret_cast<float*>(sK), count, S, p.part_o, p.part_lse, rows,
+                    [&](int, int i, int h) { return ((af_i64)w.b * p.heads_q + h) * p.len_q + w.q_row0 + i; });
+      }
+    } else if constexpr (Spec::kBlockSparse) {
+      if (w.parts > 1) {
+        const af_i64 first = (af_i64)w.part_slot0 * kBM;
+        merge_parts(p, w, reinterpret_cast<float*>(sK), p.merge_count + w.part_slot0, w.parts, p.part_o + first * kD,
+                    p.part_lse + first, kBM, [&](int r, int, int) { return (af_i64)(r - w.m0); });
+      }
     }
   }
 
-  // Split-KV merged in the kernel (decode variant, FwdParams::merge_count): every block counts
-  // its finished split on its tile's counter, and the block that counts last merges all the
-  // splits' partial rows of the tile into O (SplitMerge::row, the combine kernel's rule), then
-  // resets the counter for the next call on the stream. A decode call is then one launch: the
-  // combine kernel's launch, its dependency gap and its tail of dependent loads are gone (Nsight
-  // put the combine kernel at 12-16 us beside a 12-44 us decode kernel at B1 on the H200).
-  // `scratch` is the K/V stages, free once the loop is done.
-  static __device__ void merge_splits(const FwdParams& p, const W& w, float* scratch) {
+  // Parts of a tile merged in the kernel: split-KV in the decode variant (FwdParams::merge_count)
+  // and the cut rows of a block-sparse work list. Every block counts its finished part on its
+  // tile's counter, and the block that counts last merges all S parts' partial rows of the tile
+  // into O (SplitMerge::row, the combine kernel's rule), then resets the counter for the next
+  // call on the stream. A decode call is then one launch: the combine kernel's launch, its
+  // dependency gap and its tail of dependent loads are gone (Nsight put the combine kernel at
+  // 12-16 us beside a 12-44 us decode kernel at B1 on the H200). Part s of virtual row r is row
+  // s * stride + index(r, i, h) of part_o / part_lse. `scratch` is the K/V stages, free once the
+  // loop is done.
+  template <class RowIndex>
+  static __device__ void merge_parts(const FwdParams& p, const W& w, float* scratch, int* count, int S,
+                                     const float* part_o, const float* part_lse, af_i64 stride, RowIndex&& index) {
     using Merge = SplitMerge<Element, kD>;
     static_assert((1 + kWarps * Merge::kMaxSplits) * 4 <= 2 * kStages * kKVTile,
                   "the merge scratch must fit the stages");
@@ -763,17 +783,14 @@ struct FwdKernel {
     __threadfence();  // this block's partial rows reach the device before its count
     __syncthreads();  // (and every warp is done with the stages the scratch reuses)
     if (threadIdx.x == 0) {
-      const int S = p.num_splits;
-      int* count = p.merge_count + ((af_i64)blockIdx.z * gridDim.y + blockIdx.y) * (gridDim.x / S) + blockIdx.x / S;
       const bool is_last = atomicAdd(count, 1) == S - 1;
-      if (is_last) *count = 0;  // every split has counted: nobody touches it again in this call
+      if (is_last) *count = 0;  // every part has counted: nobody touches it again in this call
       *last = is_last;
     }
     __syncthreads();
     if (!*last) return;
-    __threadfence();  // the other splits' rows, written before their counts, are seen from here
+    __threadfence();  // the other parts' rows, written before their counts, are seen from here
     const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
-    const af_i64 rows = (af_i64)p.batch * p.heads_q * p.len_q;
     const int end = w.m0 + kBM < w.rows ? w.m0 + kBM : w.rows;
     for (int r = w.m0 + wid; r < end; r += kWarps) {
       int i, h;
@@ -781,8 +798,7 @@ struct FwdKernel {
       const af_i64 qi = w.q_row0 + i;
       Element* dst = static_cast<Element*>(p.o) + w.b * p.o_stride[0] + h * p.o_stride[1] + qi * p.o_stride[2];
       float* lse = p.lse ? p.lse + w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi : nullptr;
-      Merge::row(p.part_o, p.part_lse, p.num_splits, rows, ((af_i64)w.b * p.heads_q + h) * p.len_q + qi,
-                 weight + wid * Merge::kMaxSplits, lane, dst, lse);
+      Merge::row(part_o, part_lse, S, stride, index(r, i, h), weight + wid * Merge::kMaxSplits, lane, dst, lse);
     }
   }
 };

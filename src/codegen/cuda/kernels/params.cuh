@@ -68,7 +68,7 @@ struct FwdParams {
   float* part_o;
   float* part_lse;
   // Decode variant: one zeroed counter per (query-tile slot, head, batch entry); when set, the
-  // block finishing a tile's splits last merges them (FwdKernel::merge_splits) and no combine
+  // block finishing a tile's splits last merges them (FwdKernel::merge_parts) and no combine
   // kernel runs. Null: the combine kernel merges.
   int* merge_count;
 
@@ -103,11 +103,13 @@ struct FwdParams {
   const af_i64* bs_bits_ptr;
   const unsigned long long* bs_bits;
   int bs_block_q, bs_block_k, bs_nqb, bs_batch, bs_heads;
-  // The mask's rows, most active blocks first (null: grid order). The prefill grid then runs its
-  // query tiles in this order (Work::init), so a BigBird global row, which visits every key
-  // block, starts in the first wave instead of holding one SM long after the rest have drained.
-  // The host launches bs_nqb * (bs_block_q / block_q) tile slots per head and batch entry.
-  const int* bs_order;
+  // Prefill work list (runtime/sparse_work.hpp; null in decode and document launches): 8 ints
+  // per entry, heaviest first: mask row, first and end CSR entry, part, parts, first partial
+  // slot of the row (-1: not cut). The grid is one-dimensional, entries x (the batch entries and
+  // heads the mask broadcasts over) x (query tiles per mask block) blocks (Work::from_work).
+  // Parts of a cut row write normalised partial rows to slots of block_q rows in part_o /
+  // part_lse and the last to finish merges them (merge_count: a counter per cut tile).
+  const int* bs_work;
 
   // Hopper (Spec::kTmaKV, used when tma_kv != 0): tensor maps (CUtensorMap: 128 bytes, 64-byte
   // aligned) of K and V as 4-D [B, Hkv, Nk, D] tensors read in boxes of block_k rows x 64 dims,

@@ -51,6 +51,11 @@ struct Work {
   int bs_sub;           // kernel key tiles per mask block
   int bs_q0;            // first query of the mask block
   const int* pages;     // paged: this sequence's entries of page_indices
+  // Block-sparse work list (FwdParams::bs_work): the tile's CSR entries [bs_entry0, bs_entry_end)
+  // are part `part` of `parts`; a cut tile (parts > 1) owns partial slots part_slot0 ..
+  // part_slot0 + parts - 1 and its merge counter merge_count[part_slot0].
+  int bs_entry_end;
+  int part, parts, part_slot0;
 
   __device__ __forceinline__ int group(const FwdParams& p) const { return kPack ? p.head_ratio : 1; }
 
@@ -108,21 +113,24 @@ struct Work {
     return true;
   }
 
-  // Block sparse (prefill): the block's place in launch order, L = slot + slots * (y + H * z),
-  // taken as the L-th tile of the mask rows in p.bs_order. Each mask row stands for
-  // rb * rh * sq tiles (rb, rh: the batch entries and heads it broadcasts over; sq: tile slots
-  // per mask block), and the grid holds exactly bs_nqb * sq slots per head and batch entry, so
-  // the map is a bijection onto the grid. Sets b, h0, hk and slot.
-  __device__ __forceinline__ void heaviest_first(const FwdParams& p, int slots, int& slot) {
+  // Block sparse prefill with a work list: block L (a 1-D grid) runs entry L / per_row, for the
+  // (batch entry, head, query tile of the mask block) numbered L % per_row; per_row = rb x rh x
+  // sq (rb, rh: the batch entries and heads the mask broadcasts over; sq: query tiles per mask
+  // block). Sets b, h0, hk, the tile slot and the entry's range and part.
+  __device__ __forceinline__ void from_work(const FwdParams& p, int& slot) {
     const int sq = p.bs_block_q / kBM;
-    const int rb = p.bs_batch == 1 ? (int)gridDim.z : 1, rh = p.bs_heads == 1 ? (int)gridDim.y : 1;
-    const af_i64 L = slot + (af_i64)slots * (blockIdx.y + (af_i64)gridDim.y * blockIdx.z);
+    const int rb = p.bs_batch == 1 ? p.batch : 1, rh = p.bs_heads == 1 ? p.heads_q : 1;
     const af_i64 per_row = (af_i64)rb * rh * sq;
-    const int r = p.bs_order[L / per_row];
-    int rem = (int)(L % per_row);
-    const int sub = rem % sq;
-    rem /= sq;
-    const int hr = rem % rh, br = rem / rh;
+    const af_i64 L = blockIdx.x;
+    const int* e = p.bs_work + 8 * (L / per_row);
+    const int r = e[0];
+    bs_entry0 = e[1];
+    bs_entry_end = e[2];
+    part = e[3];
+    parts = e[4];
+    const int inst = (int)(L % per_row);
+    part_slot0 = parts > 1 ? e[5] + inst * parts : -1;
+    const int sub = inst % sq, hr = (inst / sq) % rh, br = inst / sq / rh;
     const int qb = r % p.bs_nqb, hm = (r / p.bs_nqb) % p.bs_heads, bm = r / p.bs_nqb / p.bs_heads;
     b = p.bs_batch == 1 ? br : bm;
     h0 = p.bs_heads == 1 ? hr : hm;
@@ -133,7 +141,10 @@ struct Work {
   // Decodes the block index; false when the block has no rows (a document slot past its
   // document's last tile). Uniform over the block.
   __device__ __forceinline__ bool init(const FwdParams& p) {
-    const int S = p.num_splits;
+    const int S = p.num_splits;  // 1 with a work list (its parts replace splits)
+    part = 0;
+    parts = 1;
+    part_slot0 = -1;
     split = (int)(blockIdx.x % S);
     int slot = (int)(blockIdx.x / S);
     const int slots = (int)(gridDim.x / S);
@@ -172,8 +183,8 @@ struct Work {
       len_k = (int)(cu_seqlen_at(ck, p.cu_is_i64, row + d + 1) - k_row0);
       q_offset = len_k - len_q;
       slot -= (int)((af_i64)G * q_row0 / kBM) + d;
-    } else if (Spec::kBlockSparse && !kPack && p.bs_order) {
-      heaviest_first(p, slots, slot);
+    } else if (Spec::kBlockSparse && !kPack && p.bs_work) {
+      from_work(p, slot);
     } else if (Spec::kCausal) {
       // Causal rows near the end see the most keys: schedule those tiles first so the short ones
       // fill the tail of the grid instead of leaving SMs idle behind one long block.
@@ -203,10 +214,13 @@ struct Work {
       const int bm = p.bs_batch == 1 ? 0 : b, hm = p.bs_heads == 1 ? 0 : h0;
       const int qb = i_lo / p.bs_block_q;
       const int r = (bm * p.bs_heads + hm) * p.bs_nqb + qb;
-      bs_entry0 = p.bs_row_ptr[r];
+      if (kPack || !p.bs_work) {  // else from_work set the entry's range
+        bs_entry0 = p.bs_row_ptr[r];
+        bs_entry_end = p.bs_row_ptr[r + 1];
+      }
       bs_sub = p.bs_block_k / kBN;
       bs_q0 = qb * p.bs_block_q;
-      count = (p.bs_row_ptr[r + 1] - bs_entry0) * bs_sub;
+      count = (bs_entry_end - bs_entry0) * bs_sub;
       n_first = 0;
     } else {
       int lo, hi;
