@@ -2,10 +2,12 @@
 # A/B of kernel-template directories with the CLI's own timer (`attnfuse bench`, CUDA-graph
 # medians), interleaved round by round so that clock drift falls on every variant alike. Each
 # argument is "name=dir" (dir: a copy of src/codegen/cuda/kernels, read through
-# ATTNFUSE_KERNEL_DIR) or "base" (the templates embedded in .devcarry). One line per (round,
+# ATTNFUSE_KERNEL_DIR), "name=file.patch" (the templates with that patch applied, as
+# run_gpu_kernel_ab.sh does) or "base" (the templates embedded in .devcarry). One line per (round,
 # case, variant) in $OUT/cli_ab.txt, medians over the rounds on stdout.
 # Usage on the device (expects .devcarry/ from bench/make_device_carry.sh):
-#   ROUNDS=2 bash bench/run_gpu_cli_ab.sh base tree=src/codegen/cuda/kernels
+#   ROUNDS=2 bash bench/run_gpu_cli_ab.sh base tree=src/codegen/cuda/kernels \
+#     steps=bench/experiments/wgmma_stepped_descriptors.patch
 # CASES: "program|B,Hq,Hkv,Nq,Nk,D" entries separated by ";" (default: causal and dense at the
 # GPT-2 and Llama-3-8B geometries).
 set -uo pipefail
@@ -15,11 +17,21 @@ P='softmax(scaled_dot_product(Q, K)) @ V'
 CASES=${CASES:-"$C|4,12,12,32768,32768,64;$C|4,12,12,8192,8192,64;$P|4,12,12,8192,8192,64;$C|1,32,8,8192,8192,128;$C|1,32,8,32768,32768,128"}
 F="$OUT/cli_ab.txt"
 : > "$F"
+variants=()
+for v in "$@"; do
+  if [[ "$v" == *=*.patch ]]; then
+    d=$(mktemp -d)/kernels
+    cp -r src/codegen/cuda/kernels "$d"
+    patch -s -p5 -d "$d" < "${v#*=}" || { echo "${v#*=} does not apply"; exit 2; }
+    v="${v%%=*}=$d"
+  fi
+  variants+=("$v")
+done
 for round in $(seq "${ROUNDS:-2}"); do
   IFS=';' read -ra cases <<< "$CASES"
   for c in "${cases[@]}"; do
     prog=${c%|*} shape=${c#*|}
-    for v in "$@"; do
+    for v in "${variants[@]}"; do
       name=${v%%=*} dir=""
       [ "$v" != base ] && dir=${v#*=}
       ms=$(ATTNFUSE_KERNEL_DIR=$dir timeout 120 .devcarry/attnfuse bench "$prog" --shape "$shape" --dtype bf16 \
