@@ -3,7 +3,8 @@
 # medians), interleaved round by round so that clock drift falls on every variant alike. Each
 # argument is "name=dir" (dir: a copy of src/codegen/cuda/kernels, read through
 # ATTNFUSE_KERNEL_DIR), "name=file.patch" (the templates with that patch applied, as
-# run_gpu_kernel_ab.sh does) or "base" (the templates embedded in .devcarry). One line per (round,
+# run_gpu_kernel_ab.sh does), "name=env:VAR=VALUE" (the embedded templates with that environment
+# variable set, for the runtime's knobs) or "base" (the templates embedded in .devcarry). One line per (round,
 # case, variant) in $OUT/cli_ab.txt, medians over the rounds on stdout.
 # Usage on the device (expects .devcarry/ from bench/make_device_carry.sh):
 #   ROUNDS=2 bash bench/run_gpu_cli_ab.sh base tree=src/codegen/cuda/kernels \
@@ -32,10 +33,11 @@ for round in $(seq "${ROUNDS:-2}"); do
   for c in "${cases[@]}"; do
     prog=${c%|*} shape=${c#*|}
     for v in "${variants[@]}"; do
-      name=${v%%=*} dir=""
+      name=${v%%=*} dir="" envs=()
       [ "$v" != base ] && dir=${v#*=}
-      ms=$(ATTNFUSE_KERNEL_DIR=$dir timeout 120 .devcarry/attnfuse bench "$prog" --shape "$shape" --dtype bf16 \
-        --device cuda 2>&1 | awk '$1 == "fused" {print $2}')
+      if [[ "$dir" == env:* ]]; then envs=("${dir#env:}") dir=""; fi
+      ms=$(env "${envs[@]}" ATTNFUSE_KERNEL_DIR=$dir timeout 120 .devcarry/attnfuse bench "$prog" --shape "$shape" \
+        --dtype bf16 --device cuda 2>&1 | awk '$1 == "fused" {print $2}')
       echo "$round|$prog|$shape|$name|${ms:-failed}" | tee -a "$F" > /dev/null
     done
   done
