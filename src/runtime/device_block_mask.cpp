@@ -23,8 +23,6 @@ DeviceSparseWork::~DeviceSparseWork() {
 
 namespace {
 
-// Every coarsening of one mask the runtime has made (one per tile shape that asked, so a few at
-// most); never replaced, since launches in flight and other threads may still read one.
 // The work lists made for one mask (one per launch shape that asked); never replaced, since
 // launches in flight may still read one.
 struct WorkLists {
@@ -32,6 +30,8 @@ struct WorkLists {
   std::vector<std::unique_ptr<DeviceSparseWork>> list;
 };
 
+// Every coarsening of one mask the runtime has made (one per tile shape that asked, so a few at
+// most); never replaced, since launches in flight and other threads may still read one.
 struct CoarseCopies {
   struct Entry {
     int block_q, block_k;

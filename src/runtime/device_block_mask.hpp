@@ -40,7 +40,7 @@ const BlockMask* tile_block_mask(const BlockMask& mask, int bm, int bn);
 const DeviceBlockMask& upload_block_mask(const BlockMask& mask);
 
 // The work list of `mask` (the mask the kernel reads) for `shape`: built and uploaded
-// (synchronously) on first use, then kept with the mask's device copy for the mask's lifetime
+// (synchronously) on first use, then kept with the mask (BlockMask::work_lists) for its lifetime
 // (a mask sees few shapes). Thread-safe.
 const DeviceSparseWork& sparse_work(const BlockMask& mask, const SparseWorkShape& shape);
 
