@@ -140,17 +140,26 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    MMA/softmax chain per tile, not memory, set the pace; 1-2 warp blocks and 128-key tiles
 //    were slower. 16 rows x 2 stages of 64 keys is 74 KB at D = 128: three blocks, twelve
 //    computing warps per SM.
-//  - `split_contiguous` (the call cuts the key axis into parts, over contiguous K/V, D <= 128):
+//  - `split` (the call cuts the key axis into parts, D <= 128):
 //    three stages (108 KB, two blocks per SM). A split block streams few key tiles, so its
 //    pipeline's depth, not the SM's block count, bounds it: on the H200, 8B B1 / 32k 0.048 ->
 //    0.044 ms, B8 / 4k 0.046 -> 0.043, 70B B1 / 32k 0.053 -> 0.048
 //    (bench/results/2026-12-01-h200-session9/call1/). Unsplit grids (B32) keep two stages (three
-//    were 2-5% slower there), and so does paged K/V: with three stages it was 17-20% slower at
-//    B8 / 32k, though 4-6% faster at 70B B1 / 32k (session9/call4), so no one depth wins.
+//    were 2-5% slower there). Paged K/V with three stages was 17-20% slower at B8 / 32k (parts
+//    of ~85 key tiles, where three blocks per SM hide the page lookups better) but 4-6% faster
+//    at 70B B1 / 32k (parts of ~11-16 tiles; session9/call4): the runtime gives paged split
+//    calls the deep tile only when a part streams at most kPagedDeepMaxTiles key tiles (70B B1:
+//    +12-14% -> +10% over contiguous at pages of 64; session12/call3).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
-constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split_contiguous = false) {
+inline constexpr int64_t kPagedDeepMaxTiles = 32;
+// A paged decode block copies its parts' page ids into shared memory once, ahead of its first
+// K/V copy, when they number at most this many (attention_fwd.cuh, stage_page_list), so each
+// tile's lookups are shared-memory loads instead of dependent global ones. 256 ids (1 KB) cover
+// a 32-tile part at pages of 8 keys or more and keep three two-stage D = 128 blocks per SM.
+inline constexpr int kCudaPageListSlots = 256;
+constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split = false) {
   TileConfig t;
   t.num_warps = 4;
   t.pack_gqa = true;
@@ -159,7 +168,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
   if (rows <= 16) {
     t.block_q = 16;
     t.key_warps = 4;
-    if (split_contiguous && head_dim <= 128) t.stages = 3;
+    if (split && head_dim <= 128) t.stages = 3;
   } else {
     t.block_q = 64;
     t.key_warps = 1;

@@ -145,9 +145,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
   r.rope_mode = mode;
   r.kv_layout = kv;
   if (decode_rows > 0) {
-    const bool split_contiguous = split && kv == KvLayout::Contiguous;
-    r.tile =
-        decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, split_contiguous));
+    r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, split));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
@@ -293,8 +291,12 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   int splits = choose(*m);
   // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream
   // few key tiles each. Same block shape, so only the split count is chosen again, for its occupancy.
-  // (Wide tiles, paged K/V and overridden tiles resolve to the same module: nothing to redo.)
-  if (splits > 1 && decode_rows > 0) {
+  // Paged K/V only where the parts are short (kPagedDeepMaxTiles, judged on the two-stage split so
+  // that longer calls never compile the deep module). (Wide and overridden tiles resolve to the
+  // same module: nothing to redo.)
+  const bool deep_fits = pl.kv_layout == KvLayout::Contiguous ||
+                         (key_tiles + splits - 1) / std::max(splits, 1) <= passes::kPagedDeepMaxTiles;
+  if (splits > 1 && decode_rows > 0 && deep_fits) {
     const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true);
     if (&deep != m) {
       if (const int s = choose(deep); s > 1) m = &deep, splits = s;

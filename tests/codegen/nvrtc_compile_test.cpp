@@ -76,7 +76,7 @@ struct Variant {
   RopeMode mode = RopeMode::Auto;
   int decode_rows = 0;  // > 0: the decode tile for this many rows (passes::cuda_decode_tile)
   bool paged = false;
-  bool split = false;  // the narrow decode tile of a split call (three stages, contiguous K/V)
+  bool split = false;  // the narrow decode tile of a split call (three stages)
 };
 
 // The variants of one group: the plain programs' prefill tiles, the rope programs' prefill
@@ -104,8 +104,8 @@ std::vector<Variant> variants_of(Group group) {
     for (const RopeProgram& p : kRopePrograms) add(p.text, p.mode);
   if (group != Group::Decode) return variants;
 
-  // Decode tiles: narrow (16 rows, key-split warps; contiguous also in the split call's
-  // three-stage form where it differs) and wide (64 rows), each contiguous and paged, plus the
+  // Decode tiles: narrow (16 rows, key-split warps; also in the split call's three-stage form
+  // where it differs) and wide (64 rows), each contiguous and paged, plus the
   // paged prefill tile; sm_80 for the paged prefill tile at D = 128 only.
   for (const char* p : kDecodePrograms)
     for (int d : {64, 128, 256})
@@ -113,7 +113,7 @@ std::vector<Variant> variants_of(Group group) {
         for (bool paged : {false, true}) {
           if (rows == 0 && !paged) continue;  // the prefill contiguous variants are swept above
           const DType t = d == 64 ? DType::F16 : DType::BF16;
-          const bool deep = rows == 16 && !paged && passes::cuda_decode_tile(d, rows, true).stages > 2 &&
+          const bool deep = rows == 16 && passes::cuda_decode_tile(d, rows, true).stages > 2 &&
                             std::string_view(p).find("rope_window") == std::string_view::npos;
           for (bool split : {false, true})
             for (int arch : {80, 90})
@@ -167,13 +167,13 @@ void expect_compiles_without_spills(Group group) {
                            v.mode == RopeMode::Auto ? "" : fmt::format("  [{}]", rope_mode_name(v.mode)),
                            v.decode_rows || v.paged
                                ? fmt::format("  [{}{}]", v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
-                                             v.paged ? ", paged" : v.split ? ", split" : "")
+                                             std::string(v.paged ? ", paged" : "") + (v.split ? ", split" : ""))
                                : "");
     else if (v.arch == 90 && (i == 0 || variants[i - 1].arch != 80))
       table += fmt::format("  {:>4} D={:<3}   - / {:>3}  {}  [{}{}]\n", dtype_name(v.dtype), v.head_dim,
                            results[i].registers, v.program,
                            v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
-                           v.paged ? ", paged" : v.split ? ", split" : "");
+                           std::string(v.paged ? ", paged" : "") + (v.split ? ", split" : ""));
   }
   std::cout << "registers per variant (sm_80 / sm_90):\n" << table;
   if (const char* path = std::getenv("ATTNFUSE_REGISTER_TABLE")) std::ofstream(path, std::ios::app) << table;

@@ -22,6 +22,7 @@
 #include "attnfuse/error.hpp"
 #include "common/tensors.hpp"
 #include "gpu_inputs.hpp"
+#include "passes/tile_sizes.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
 
@@ -266,8 +267,9 @@ std::string paged_name(const PagedCase& c) {
 // One paged call per tuning, against the reference; and, for tunings that fix the split count,
 // bit for bit against one contiguous call per sequence (its K/V gathered from the pages, its Q
 // the sequence's rows) with the same tuning. A sequence of length 0 only meets the reference.
+// `auto_stages`: the pipeline depth the runtime's own choice (LaunchTuning{0}) must take.
 void check_paged(const KernelSpec& spec, const PagedCase& c, std::mt19937_64& rng,
-                 const std::vector<LaunchTuning>& tunings) {
+                 const std::vector<LaunchTuning>& tunings, std::optional<int> auto_stages = std::nullopt) {
   SCOPED_TRACE(paged_name(c));
   const int64_t B = std::ssize(c.lengths);
   const int D = spec.head_dim;
@@ -311,8 +313,8 @@ void check_paged(const KernelSpec& spec, const PagedCase& c, std::mt19937_64& rn
     if (t.variant == Variant::Auto) {
       EXPECT_EQ(plan.decode, c.Nq <= runtime::kDecodeMaxQueries);
     }
-    if (plan.decode) {
-      EXPECT_EQ(plan.module->spec.tile.stages, 2) << "paged decode keeps two stages, split or not";
+    if (auto_stages && t.num_splits == 0 && t.variant == Variant::Auto) {
+      EXPECT_EQ(plan.module->spec.tile.stages, *auto_stages);
     }
     if (spec.score != ScoreKind::ScaledDot) {
       EXPECT_EQ(plan.rope_mode, RopeMode::Fused) << "paged calls rotate in the kernel";
@@ -366,6 +368,36 @@ TEST_F(CudaDecode, PagedLongSequencesSplitAcrossPages) {
     PagedCase c{{20000, 4097, 0, 9001}, 16, Layout::HND, true, 8, 1, nq, std::nullopt};
     check_paged(spec, c, rng_, {LaunchTuning{7, Variant::Decode}, LaunchTuning{0}});
   }
+}
+
+TEST_F(CudaDecode, PagedSplitCallsTakeTheDeepTileOnlyForShortParts) {
+  // Llama-3-70B decode (64 query heads over 8 KV heads, one sequence, 32k cache) splits into
+  // parts of few key tiles: the paged call takes the three-stage tile, as the contiguous one
+  // does. Eight Llama-3-8B sequences split into long parts and keep two stages
+  // (passes::kPagedDeepMaxTiles). The forced split count of 3 gives long parts, 64 short ones.
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  check_paged(spec, {{32768}, 16, Layout::NHD, false, 64, 8, 1, std::nullopt}, rng_,
+              {LaunchTuning{0}, LaunchTuning{3, Variant::Decode}, LaunchTuning{64, Variant::Decode}}, 3);
+  check_paged(spec, {std::vector<int64_t>(8, 32768), 16, Layout::NHD, false, 32, 8, 1, std::nullopt}, rng_,
+              {LaunchTuning{0}}, 2);
+}
+
+TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
+  // A paged decode block stages its parts' page ids in shared memory when they number at most
+  // passes::kCudaPageListSlots, else it reads the table (attention_fwd.cuh, stage_page_list).
+  // Page sizes that are not powers of two (the division path), parts that start and end inside
+  // pages, and split counts on both sides of the limit: 6000 keys in pages of 5 are 1200 ids, so
+  // 4 parts (300 ids each) read the table and 8 or 13 parts (150 or ~93) stage theirs.
+  TRACE_SEED();
+  static_assert(passes::kCudaPageListSlots == 256, "the split counts below straddle 256 ids per part");
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  const std::vector<LaunchTuning> splits = {LaunchTuning{4, Variant::Decode}, LaunchTuning{8, Variant::Decode},
+                                            LaunchTuning{13, Variant::Decode}, LaunchTuning{0}};
+  check_paged(spec, {{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, rng_, splits);
+  check_paged(spec, {{6000, 2500}, 24, Layout::HND, true, 16, 2, 3, 7000}, rng_, splits);
+  const KernelSpec f16 = cuda_spec("softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", DType::F16, 64);
+  check_paged(f16, {{6000, 300}, 5, Layout::HND, false, 4, 4, 2, std::nullopt}, rng_, splits);
 }
 
 TEST_F(CudaDecode, PagedEveryCombinator) {

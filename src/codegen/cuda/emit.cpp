@@ -48,7 +48,13 @@ int threads_per_block(const KernelSpec& spec) { return spec.tile.num_warps * 32;
 int shared_memory_bytes(const KernelSpec& spec) {
   // attention_fwd.cuh stages the RoPE tables when it rotates (kRotate) or prunes (kPairWindow).
   const bool tables = rotates_in_kernel(spec) || spec.score == ScoreKind::RopeWindow;
-  return passes::cuda_smem_bytes(spec.tile, spec.head_dim, tables);
+  return passes::cuda_smem_bytes(spec.tile, spec.head_dim, tables) + page_list_slots(spec) * 4;
+}
+
+int page_list_slots(const KernelSpec& spec) {
+  const bool staged = spec.kv_layout == KvLayout::Paged && spec.tile.pack_gqa && spec.head_dim <= 128 &&
+                      !spec.masks.has(MaskKind::BlockSparse);
+  return staged ? passes::kCudaPageListSlots : 0;
 }
 
 bool uses_tma(const KernelSpec& spec) {
@@ -131,6 +137,8 @@ struct Spec {{
   static constexpr bool kPagedKV = {paged};
   static constexpr bool kBlockSparse = {block_sparse};
   static constexpr bool kPackGqa = {pack_gqa};
+  // Paged decode: page ids staged in shared memory per block (0: looked up in global memory).
+  static constexpr int kPageListSlots = {page_list};
   // Hopper: the two matrix products as warpgroup MMAs on swizzled tiles.
   static constexpr bool kWgmma = {wgmma};
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
@@ -156,6 +164,7 @@ extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
       fmt::arg("document", spec.masks.has(MaskKind::Document)),
       fmt::arg("paged", spec.kv_layout == KvLayout::Paged),
       fmt::arg("block_sparse", spec.masks.has(MaskKind::BlockSparse)), fmt::arg("pack_gqa", spec.tile.pack_gqa),
+      fmt::arg("page_list", page_list_slots(spec)),
       fmt::arg("wgmma", spec.tile.wgmma), fmt::arg("tma", uses_tma(spec)),
       fmt::arg("d", spec.head_dim), fmt::arg("bm", spec.tile.block_q),
       fmt::arg("bn", spec.tile.block_k), fmt::arg("warps", spec.tile.num_warps), fmt::arg("stages", spec.tile.stages),

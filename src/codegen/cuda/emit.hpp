@@ -39,6 +39,10 @@ void check_supported(const KernelSpec& spec);
 // Threads per block and dynamic shared memory of the emitted kernel (host side of the launch).
 int threads_per_block(const KernelSpec& spec);
 int shared_memory_bytes(const KernelSpec& spec);
+// Page ids a paged decode block stages in shared memory (Spec::kPageListSlots; 0: it looks them
+// up in global memory): the GQA-packed tiles at D <= 128 that batch their lookups, BlockMask rows
+// aside (their key tiles are not one range).
+int page_list_slots(const KernelSpec& spec);
 // True when the wgmma kernel can take K/V tiles by TMA (contiguous K/V without documents; the
 // host still encodes the tensor maps per call and falls back to cp.async where they fail).
 bool uses_tma(const KernelSpec& spec);

@@ -32,6 +32,8 @@ struct Spec {
   static constexpr bool kPagedKV = false;
   static constexpr bool kBlockSparse = false;
   static constexpr bool kPackGqa = false;
+  // Paged decode: page ids staged in shared memory per block (0: looked up in global memory).
+  static constexpr int kPageListSlots = 0;
   // Hopper: the two matrix products as warpgroup MMAs on swizzled tiles.
   static constexpr bool kWgmma = false;
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.

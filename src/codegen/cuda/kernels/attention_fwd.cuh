@@ -116,8 +116,9 @@ struct FwdKernel {
                 "the wgmma form covers the 128-row prefill tile, D 64 or 128, with prerotated RoPE");
   // Shared memory: Q tile, kStages K and V tiles (kPitch elements per row), then the RoPE tables
   // or, in the wgmma form, its mbarriers (64 B: two per stage at most); the wgmma form's swizzle
-  // atoms need 1024-byte alignment, which run() makes from 1 KB of slack. The launch sizes it
-  // with passes::cuda_smem_bytes.
+  // atoms need 1024-byte alignment, which run() makes from 1 KB of slack. Paged decode tiles add
+  // their staged page ids (kPageList ints) after the tables. The launch sizes it with
+  // codegen::cuda::shared_memory_bytes.
 
   // Element offset of 8-element chunk ch of row r in a kRows-row tile.
   template <int kRows>
@@ -161,6 +162,28 @@ struct FwdKernel {
   static constexpr int kChunks = kD / 8, kPagedRows = (kBN * kChunks + kThreads - 1) / kThreads;
   static constexpr int kPageBatch = kPagedRows < 8 ? kPagedRows : 8;
   static constexpr bool kBatchPages = W::kPack && kD <= 128;
+  // Those lookups still sit between a stage's release and its copies. A split decode block
+  // streams few tiles (~16 at 70B B1 / 32k), so it also stages its parts' page ids in shared
+  // memory once (stage_page_list) and each tile's lookups become shared-memory loads.
+  static constexpr int kPageList = Spec::kPageListSlots;
+  static_assert(kPageList == 0 || (Spec::kPagedKV && kBatchPages && !Spec::kBlockSparse),
+                "the staged page list serves the batched lookups of dense paged decode tiles");
+
+  // Copies the page ids of the block's key tiles into `list` and points w.pages at it, when they
+  // fit (uniform over the block; otherwise w keeps the global table). The caller syncs before
+  // the first lookup.
+  static __device__ __forceinline__ void stage_page_list(const FwdParams& p, W& w, int* list) {
+    if (w.it_begin >= w.it_end || w.len_k <= 0) return;
+    const int k_lo = w.tile(p, w.it_begin) * kBN;
+    const int k_end = (w.tile(p, w.it_end - 1) + 1) * kBN;
+    if (k_lo >= w.len_k) return;
+    int s0, s1, row;
+    w.page_pos(p, k_lo, s0, row);
+    w.page_pos(p, (k_end < w.len_k ? k_end : w.len_k) - 1, s1, row);
+    if (s1 - s0 >= kPageList) return;
+    for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) list[i] = w.pages[s0 + i];
+    w.pages = list - s0;  // slot s of the sequence at list[s - s0]
+  }
 
   // Row r's chunk ch of a paged K/V tile, from element offsets ko / vo (zeros where !in; K's
   // chunks outside need8 too).
@@ -694,6 +717,10 @@ struct FwdKernel {
 
     Plan plan{};
     const bool any = w.it_begin < w.it_end;
+    if constexpr (kPageList > 0) {
+      stage_page_list(p, w, reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes));
+      __syncthreads();  // the first K/V copies below read the staged ids
+    }
     if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
     load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
     if (any && !kWgmma) load_kv(p, w, sK, sV, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu);
