@@ -1,0 +1,70 @@
+// The host side of the emitted kernel's launch shape (codegen/cuda/emit.hpp): dynamic shared
+// memory and the paged decode tiles' staged page list. The decode tiles' speed rests on how many
+// blocks share an SM (passes::cuda_decode_tile), so these tests pin the occupancy each layout
+// is meant to keep, as well as the byte counts.
+#include <gtest/gtest.h>
+
+#include "attnfuse/program.hpp"
+#include "codegen/cuda/emit.hpp"
+#include "passes/tile_sizes.hpp"
+
+namespace attnfuse {
+namespace {
+
+constexpr int kSmemPerSm = 233472;  // sm_90: 228 KB of shared memory per SM
+constexpr int kReservedPerBlock = 1024;  // the driver's share of each resident block
+
+int blocks_per_sm(int smem_bytes) { return kSmemPerSm / (smem_bytes + kReservedPerBlock); }
+
+KernelSpec decode_spec(const char* program, int head_dim, bool paged, bool split = false) {
+  KernelSpec s = Program::parse(program).compile({Target::Cuda, DType::BF16, head_dim, RopeMode::Fused});
+  s.tile = passes::cuda_decode_tile(head_dim, 8, split);
+  if (paged) s.kv_layout = KvLayout::Paged;
+  return s;
+}
+
+constexpr const char* kCausal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
+
+TEST(LaunchShape, PagedDecodeTilesStageTheirPageIdsAndKeepTheirOccupancy) {
+  for (int d : {64, 128}) {
+    SCOPED_TRACE(d);
+    const KernelSpec contiguous = decode_spec(kCausal, d, false);
+    const KernelSpec paged = decode_spec(kCausal, d, true);
+    EXPECT_EQ(codegen::cuda::page_list_slots(contiguous), 0);
+    EXPECT_EQ(codegen::cuda::page_list_slots(paged), passes::kCudaPageListSlots);
+    EXPECT_EQ(codegen::cuda::shared_memory_bytes(paged),
+              codegen::cuda::shared_memory_bytes(contiguous) + passes::kCudaPageListSlots * 4);
+    // The page list must not cost a resident block: three two-stage blocks per SM at D = 128
+    // (passes::cuda_decode_tile's comment), two of the split call's three-stage tile.
+    EXPECT_EQ(blocks_per_sm(codegen::cuda::shared_memory_bytes(paged)),
+              blocks_per_sm(codegen::cuda::shared_memory_bytes(contiguous)));
+    const KernelSpec paged_split = decode_spec(kCausal, d, true, true);
+    EXPECT_EQ(blocks_per_sm(codegen::cuda::shared_memory_bytes(paged_split)),
+              blocks_per_sm(codegen::cuda::shared_memory_bytes(decode_spec(kCausal, d, false, true))));
+  }
+  EXPECT_EQ(blocks_per_sm(codegen::cuda::shared_memory_bytes(decode_spec(kCausal, 128, true))), 3);
+  EXPECT_EQ(blocks_per_sm(codegen::cuda::shared_memory_bytes(decode_spec(kCausal, 128, true, true))), 2);
+  // With the in-kernel rotation's tables as well (a paged call rotates in the kernel).
+  EXPECT_EQ(blocks_per_sm(codegen::cuda::shared_memory_bytes(
+                decode_spec("softmax(causal(rope(Q, K, base=500000))) @ V", 128, true))),
+            3);
+}
+
+TEST(LaunchShape, OnlyDensePagedDecodeTilesAtUpTo128DimsStageIds) {
+  // D = 256 and the prefill tile look pages up per row; BlockMask rows are not one key range.
+  EXPECT_EQ(codegen::cuda::page_list_slots(decode_spec(kCausal, 256, true)), 0);
+  EXPECT_EQ(codegen::cuda::page_list_slots(
+                decode_spec("softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 128, true)),
+            0);
+  KernelSpec prefill = Program::parse(kCausal).compile({Target::Cuda, DType::BF16, 128});
+  prefill.kv_layout = KvLayout::Paged;
+  EXPECT_EQ(codegen::cuda::page_list_slots(prefill), 0);
+  // The emitted Spec carries the count the kernel sizes its list by.
+  EXPECT_NE(codegen::cuda::emit_forward(decode_spec(kCausal, 128, true)).find("kPageListSlots = 256;"),
+            std::string::npos);
+  EXPECT_NE(codegen::cuda::emit_forward(decode_spec(kCausal, 128, false)).find("kPageListSlots = 0;"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnfuse
