@@ -526,27 +526,24 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   }
   p.num_splits = pl.num_splits;
   const int64_t rows = B * Hq * Nq;
+  // Partial rows (O and LSE) and merge counters: split-KV's S x rows with a counter per tile when
+  // the kernel merges, or the cut block-sparse rows' slots of block_q rows with one per slot.
+  size_t part_rows = 0, counters = 0;
   if (pl.sparse_work && pl.sparse_work->slots > 0) {
-    // Cut block-sparse rows: slots of block_q partial rows and a merge counter per cut tile.
-    const size_t slot_rows = static_cast<size_t>(pl.sparse_work->slots) * static_cast<size_t>(m.spec.tile.block_q);
-    const size_t o_floats = slot_rows * static_cast<size_t>(spec_.head_dim);
-    float* ws = static_cast<float*>(stream_workspace(stream, kSplitWorkspace, (o_floats + slot_rows) * 4));
+    counters = static_cast<size_t>(pl.sparse_work->slots);
+    part_rows = counters * static_cast<size_t>(m.spec.tile.block_q);
+  } else if (pl.num_splits > 1) {
+    part_rows = static_cast<size_t>(pl.num_splits * rows);
+    if (pl.merge_in_kernel)
+      counters = size_t{pl.grid[0] / static_cast<unsigned>(pl.num_splits)} * pl.grid[1] * pl.grid[2];
+  }
+  if (part_rows > 0) {
+    const size_t o_floats = part_rows * static_cast<size_t>(spec_.head_dim);
+    float* ws = static_cast<float*>(stream_workspace(stream, kSplitWorkspace, (o_floats + part_rows) * 4));
     p.part_o = ws;
     p.part_lse = ws + o_floats;
-    p.merge_count = static_cast<int*>(
-        stream_workspace(stream, kMergeCounters, static_cast<size_t>(pl.sparse_work->slots) * sizeof(int)));
   }
-  if (pl.num_splits > 1) {
-    const size_t o_floats = static_cast<size_t>(pl.num_splits * rows * spec_.head_dim);
-    float* ws = static_cast<float*>(
-        stream_workspace(stream, kSplitWorkspace, (o_floats + static_cast<size_t>(pl.num_splits * rows)) * 4));
-    p.part_o = ws;
-    p.part_lse = ws + o_floats;
-    if (pl.merge_in_kernel) {
-      const size_t tiles = size_t{pl.grid[0] / static_cast<unsigned>(pl.num_splits)} * pl.grid[1] * pl.grid[2];
-      p.merge_count = static_cast<int*>(stream_workspace(stream, kMergeCounters, tiles * sizeof(int)));
-    }
-  }
+  if (counters > 0) p.merge_count = static_cast<int*>(stream_workspace(stream, kMergeCounters, counters * sizeof(int)));
   void* params[] = {&p};
   check(d.cuLaunchKernel(m.fwd, pl.grid[0], pl.grid[1], pl.grid[2], static_cast<unsigned>(m.threads), 1, 1,
                          static_cast<unsigned>(m.smem), stream, params, nullptr),

@@ -170,19 +170,20 @@ struct FwdKernel {
                 "the staged page list serves the batched lookups of dense paged decode tiles");
 
   // Copies the page ids of the block's key tiles into `list` and points w.pages at it, when they
-  // fit (uniform over the block; otherwise w keeps the global table). The caller syncs before
-  // the first lookup.
-  static __device__ __forceinline__ void stage_page_list(const FwdParams& p, W& w, int* list) {
-    if (w.it_begin >= w.it_end || w.len_k <= 0) return;
+  // fit; otherwise w keeps the global table. Returns whether it copied (uniform over the block):
+  // the caller then syncs before the first lookup.
+  static __device__ __forceinline__ bool stage_page_list(const FwdParams& p, W& w, int* list) {
+    if (w.it_begin >= w.it_end) return false;
     const int k_lo = w.tile(p, w.it_begin) * kBN;
     const int k_end = (w.tile(p, w.it_end - 1) + 1) * kBN;
-    if (k_lo >= w.len_k) return;
+    if (k_lo >= w.len_k) return false;
     int s0, s1, row;
     w.page_pos(p, k_lo, s0, row);
     w.page_pos(p, (k_end < w.len_k ? k_end : w.len_k) - 1, s1, row);
-    if (s1 - s0 >= kPageList) return;
+    if (s1 - s0 >= kPageList) return false;
     for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) list[i] = w.pages[s0 + i];
     w.pages = list - s0;  // slot s of the sequence at list[s - s0]
+    return true;
   }
 
   // Row r's chunk ch of a paged K/V tile, from element offsets ko / vo (zeros where !in; K's
@@ -718,8 +719,8 @@ struct FwdKernel {
     Plan plan{};
     const bool any = w.it_begin < w.it_end;
     if constexpr (kPageList > 0) {
-      stage_page_list(p, w, reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes));
-      __syncthreads();  // the first K/V copies below read the staged ids
+      int* list = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes);
+      if (stage_page_list(p, w, list)) __syncthreads();  // the first K/V copies below read the staged ids
     }
     if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
     load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
