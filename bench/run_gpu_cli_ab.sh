@@ -4,7 +4,8 @@
 # argument is "name=dir" (dir: a copy of src/codegen/cuda/kernels, read through
 # ATTNFUSE_KERNEL_DIR), "name=file.patch" (the templates with that patch applied, as
 # run_gpu_kernel_ab.sh does), "name=env:VAR=VALUE" (the embedded templates with that environment
-# variable set, for the runtime's knobs) or "base" (the templates embedded in .devcarry). One line per (round,
+# variable set, for the runtime's knobs), "name=bin:DIR[+VAR=VALUE]" (the CLI of another carried build,
+# e.g. .devcarry-base, optionally with a knob) or "base" (the templates embedded in .devcarry). One line per (round,
 # case, variant) in $OUT/cli_ab.txt, medians over the rounds on stdout.
 # Usage on the device (expects .devcarry/ from bench/make_device_carry.sh):
 #   ROUNDS=2 bash bench/run_gpu_cli_ab.sh base tree=src/codegen/cuda/kernels \
@@ -33,11 +34,16 @@ for round in $(seq "${ROUNDS:-2}"); do
   for c in "${cases[@]}"; do
     prog=${c%|*} shape=${c#*|}
     for v in "${variants[@]}"; do
-      name=${v%%=*} dir="" envs=()
+      name=${v%%=*} dir="" envs=() cli=.devcarry/attnfuse
       [ "$v" != base ] && dir=${v#*=}
       if [[ "$dir" == env:* ]]; then envs=("${dir#env:}") dir=""; fi
-      ms=$(env "${envs[@]}" ATTNFUSE_KERNEL_DIR=$dir timeout 120 .devcarry/attnfuse bench "$prog" --shape "$shape" \
-        --dtype bf16 --device cuda 2>&1 | awk '$1 == "fused" {print $2}')
+      if [[ "$dir" == bin:* ]]; then
+        dir=${dir#bin:}
+        [[ "$dir" == *+* ]] && envs=("${dir#*+}")
+        cli="${dir%%+*}/attnfuse" dir=""
+      fi
+      ms=$(env "${envs[@]}" ATTNFUSE_KERNEL_DIR=$dir timeout 120 "$cli" bench "$prog" --shape "$shape" \
+        --dtype bf16 --device cuda ${EXTRA_ARGS:-} 2>&1 | awk '$1 == "fused" {print $2}')
       echo "$round|$prog|$shape|$name|${ms:-failed}" | tee -a "$F" > /dev/null
     done
   done

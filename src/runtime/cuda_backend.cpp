@@ -61,7 +61,8 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.scalars.rope.style), 1);  // neox/gptj pairing is compiled in
   put(static_cast<uint64_t>(s.kv_layout), 1);           // paged K/V addressing
   put(static_cast<uint64_t>(s.tile.pack_gqa), 1);       // the decode variant
-  return k;  // 58 bits
+  put(static_cast<uint64_t>(s.tile.tma_kv), 1);         // ... with K/V by TMA
+  return k;  // 59 bits
 }
 
 std::string describe(const KernelSpec& s) {
@@ -80,7 +81,7 @@ std::string describe(const KernelSpec& s) {
                      dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
                      s.tile.wgmma ? " wgmma" : "",
                      s.tile.min_blocks > 1 ? fmt::format(" x{}/SM", s.tile.min_blocks) : "",
-                     s.tile.pack_gqa ? " decode" : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
+                     s.tile.pack_gqa ? (s.tile.tma_kv ? " decode tma" : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
 }
 
 }  // namespace
@@ -147,6 +148,12 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
   if (decode_rows > 0) {
     r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, split));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
+    // Hopper: K/V by TMA where the tiles are plain copies (contiguous, no documents, no rotation
+    // or pair pruning in shared memory, whole 64-dim column blocks).
+    r.tile.tma_kv = device_info().arch() >= 90 && decode_tma_enabled() && kv == KvLayout::Contiguous &&
+                    !spec_.masks.has(MaskKind::Document) && spec_.score != ScoreKind::RopeWindow &&
+                    !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 &&
+                    (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());

@@ -109,4 +109,9 @@ bool tma_enabled() {
   return on;
 }
 
+bool decode_tma_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_DECODE_TMA");
+  return on;
+}
+
 }  // namespace attnfuse::runtime

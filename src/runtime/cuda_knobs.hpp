@@ -35,5 +35,7 @@ const std::optional<WgmmaTileKnob>& wgmma_tile_override();
 // ATTNFUSE_CUDA_TMA=0 keeps the wgmma form's K/V loads on cp.async.
 bool wgmma_enabled();
 bool tma_enabled();
+// ATTNFUSE_CUDA_DECODE_TMA=0 keeps the decode tiles' K/V loads on cp.async on Hopper.
+bool decode_tma_enabled();
 
 }  // namespace attnfuse::runtime

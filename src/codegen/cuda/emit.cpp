@@ -48,6 +48,12 @@ int threads_per_block(const KernelSpec& spec) { return spec.tile.num_warps * 32;
 int shared_memory_bytes(const KernelSpec& spec) {
   // attention_fwd.cuh stages the RoPE tables when it rotates (kRotate) or prunes (kPairWindow).
   const bool tables = rotates_in_kernel(spec) || spec.score == ScoreKind::RopeWindow;
+  if (spec.tile.tma_kv && !spec.tile.wgmma) {
+    // Decode tiles by TMA: padded Q, swizzled K/V stages from a 1024-byte boundary (1 KB of
+    // slack), then one mbarrier per stage (attention_fwd.cuh).
+    const TileConfig& t = spec.tile;
+    return (t.block_q * (spec.head_dim + 8) + 2 * t.stages * t.block_k * spec.head_dim) * 2 + 1024 + 64;
+  }
   return passes::cuda_smem_bytes(spec.tile, spec.head_dim, tables) + page_list_slots(spec) * 4;
 }
 
@@ -58,7 +64,8 @@ int page_list_slots(const KernelSpec& spec) {
 }
 
 bool uses_tma(const KernelSpec& spec) {
-  return spec.tile.wgmma && spec.kv_layout == KvLayout::Contiguous && !spec.masks.has(MaskKind::Document);
+  return (spec.tile.wgmma || spec.tile.tma_kv) && spec.kv_layout == KvLayout::Contiguous &&
+         !spec.masks.has(MaskKind::Document);
 }
 
 bool rotates_in_kernel(const KernelSpec& spec) {

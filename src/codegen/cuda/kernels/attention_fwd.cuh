@@ -64,8 +64,14 @@ struct FwdKernel {
   // stored swizzled instead of padded (wgmma.cuh). The mma.sync-only features (in-kernel RoPE
   // tables, decode tiles) read the padded layout, so the tile pass never pairs them with kWgmma.
   static constexpr bool kWgmma = Spec::kWgmma;
-  static constexpr int kPitch = kWgmma ? kD : kStride;  // elements per tile row in smem
-  static constexpr int kQTile = kBM * kPitch, kKVTile = kBN * kPitch;
+  static constexpr int kPitch = kWgmma ? kD : kStride;  // elements per Q row in smem
+  // Hopper decode tiles take K/V by TMA (Spec::kTmaKV without kWgmma): the copy engine writes
+  // 128-byte swizzled stages, which ldmatrix reads as it reads the padded ones (each lane names
+  // its row's 16-byte chunk), so only the K/V offsets change; Q stays padded.
+  static constexpr bool kTmaDecode = Spec::kTmaKV && !kWgmma;
+  static constexpr bool kSwizzledKV = kWgmma || kTmaDecode;
+  static constexpr int kKVPitch = kSwizzledKV ? kD : kStride;
+  static constexpr int kQTile = kBM * kPitch, kKVTile = kBN * kKVPitch;
   static constexpr int kDT = kD / 8;      // 8-wide tiles along D
   static constexpr int kNT = kBNW / 8;    // 8-wide tiles along the warp's keys
   static_assert(kWarps % kKeyWarps == 0 && kBM % (16 * kRowWarps) == 0, "block_m must be a multiple of 16 * row warps");
@@ -126,6 +132,14 @@ struct FwdKernel {
     if constexpr (kWgmma) return sw128_offset<kRows>(r, ch);
     else return r * kStride + ch * 8;
   }
+  // ... of a K or V tile.
+  static __device__ __forceinline__ int kv_offset(int r, int ch) {
+    if constexpr (kSwizzledKV) return sw128_offset<kBN>(r, ch);
+    else return r * kStride + ch * 8;
+  }
+  static_assert(!kTmaDecode || (kD % 64 == 0 && kD <= 128 && !kRotate && !kPairWindow && !Spec::kPagedKV &&
+                                !Spec::kDocument),
+                "TMA decode tiles copy whole 64-dim column blocks of contiguous K/V, unrotated");
 
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
   // when the block is full) and the block's origin.
@@ -137,7 +151,7 @@ struct FwdKernel {
   // Copy rows [0, kRows) of a tile into smem: row r from row_ptr(r), or zeros where that is null
   // (cp.async with 0 source bytes reads nothing but still takes a valid address: `base`).
   // Chunk c of 8 dims is read only where bit c of `need8` is set (rope_window's dead pairs).
-  template <int kRows, class RowPtr>
+  template <int kRows, bool kKV = false, class RowPtr>
   static __device__ __forceinline__ void load_tile(Element* smem, const void* base, RowPtr&& row_ptr,
                                                    u32 need8 = 0xffffffffu) {
     constexpr int kChunks = kD / 8;  // 16-byte chunks per row
@@ -145,8 +159,8 @@ struct FwdKernel {
       const int r = c / kChunks, ch = c % kChunks;
       const Element* row = row_ptr(r);
       const bool ok = row != nullptr && ((need8 >> ch) & 1u);
-      cp_async_16(smem_addr(smem + chunk_offset<kRows>(r, ch)), ok ? static_cast<const void*>(row + ch * 8) : base,
-                  ok ? 16 : 0);
+      const int off = kKV ? kv_offset(r, ch) : chunk_offset<kRows>(r, ch);
+      cp_async_16(smem_addr(smem + off), ok ? static_cast<const void*>(row + ch * 8) : base, ok ? 16 : 0);
     }
   }
 
@@ -191,9 +205,9 @@ struct FwdKernel {
   static __device__ __forceinline__ void copy_paged_chunk(const FwdParams& p, Element* k_dst, Element* v_dst, int r,
                                                           int ch, bool in, af_i64 ko, af_i64 vo, u32 need8) {
     const bool kin = in && ((need8 >> ch) & 1u);
-    cp_async_16(smem_addr(k_dst + chunk_offset<kBN>(r, ch)),
+    cp_async_16(smem_addr(k_dst + kv_offset(r, ch)),
                 kin ? static_cast<const void*>(static_cast<const Element*>(p.k) + ko + ch * 8) : p.k, kin ? 16 : 0);
-    cp_async_16(smem_addr(v_dst + chunk_offset<kBN>(r, ch)),
+    cp_async_16(smem_addr(v_dst + kv_offset(r, ch)),
                 in ? static_cast<const void*>(static_cast<const Element*>(p.v) + vo + ch * 8) : p.v, in ? 16 : 0);
   }
 
@@ -234,8 +248,38 @@ struct FwdKernel {
       }
       return;
     }
-    load_tile<kBN>(k_dst, p.k, [&](int r) { return n0 + r < w.len_k ? w.k_row(p, n0 + r) : nullptr; }, need8);
-    load_tile<kBN>(v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
+    load_tile<kBN, true>(k_dst, p.k, [&](int r) { return n0 + r < w.len_k ? w.k_row(p, n0 + r) : nullptr; }, need8);
+    load_tile<kBN, true>(v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
+  }
+
+  // K/V tile nb by the copy engine (Spec::kTmaKV; the caller is one thread): per 64-dim column
+  // block one box of kBN rows of K and one of V, landing swizzled, completing on `bar`. Rows past
+  // the tensor's end arrive as zeros, as cp.async's do.
+  static __device__ __forceinline__ void tma_kv(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
+                                                u32 bar, int nb) {
+    const int row = nb * kBN;
+    mbar_expect_tx(bar, 2 * kBN * kD * 2);
+#pragma unroll
+    for (int cb = 0; cb < kD / 64; ++cb) {
+      tma_load_4d(smem_addr(k_dst) + cb * kBN * 128, p.tma_k, bar, cb * 64, row, w.hk, w.b);
+      tma_load_4d(smem_addr(v_dst) + cb * kBN * 128, p.tma_v, bar, cb * 64, row, w.hk, w.b);
+    }
+  }
+
+  // The decode tiles' stage barriers (kTmaDecode): one per stage, after the V stages.
+  static __device__ __forceinline__ u32 stage_full(const Element* sV) { return smem_addr(sV + kStages * kKVTile); }
+
+  // K/V tile nb into stage `stage`: by TMA from thread 0 where the call has tensor maps (tma),
+  // else by cp.async from every thread (the caller commits either way).
+  static __device__ __forceinline__ void issue_kv(const FwdParams& p, const W& w, Element* sK, Element* sV,
+                                                  int stage, int nb, u32 need8, bool tma) {
+    if constexpr (kTmaDecode) {
+      if (tma) {
+        if (threadIdx.x == 0) tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, nb);
+        return;
+      }
+    }
+    load_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, nb, need8);
   }
 
   // The block-sparse cells of key tile nb (iteration it): its bitmap (null for a full block) and
@@ -483,7 +527,7 @@ struct FwdKernel {
       for (int np = 0; np < kNT / 2; ++np) {
         u32 kb[4];
         const int row = kn + np * 16 + (lane & 7) + (lane >> 4) * 8;
-        ldmatrix_x4(kb, smem_addr(k_tile + row * kStride + kk * 16 + ((lane >> 3) & 1) * 8));
+        ldmatrix_x4(kb, smem_addr(k_tile + kv_offset(row, 2 * kk + ((lane >> 3) & 1))));
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
           mma_16816<Element>(acc_s[a][2 * np], qa[a], kb[0], kb[1]);
@@ -510,7 +554,7 @@ struct FwdKernel {
       for (int dp = 0; dp < kDT / 2; ++dp) {
         u32 vb[4];
         const int row = kn + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4_trans(vb, smem_addr(v_tile + row * kStride + dp * 16 + (lane >> 4) * 8));
+        ldmatrix_x4_trans(vb, smem_addr(v_tile + kv_offset(row, 2 * dp + (lane >> 4))));
 #pragma unroll
         for (int a = 0; a < kAtoms; ++a) {
           mma_16816<Element>(acc_o[a][2 * dp], pa[a], vb[0], vb[1]);
@@ -533,14 +577,20 @@ struct FwdKernel {
     const int rel = it - w.it_begin;
     const int stage = rel % kStages;
     const int nb = w.tile(p, it);
-    cp_async_wait<kStages - 2>();
+    const bool tma = kTmaDecode && p.tma_kv != 0;  // uniform over the block
+    if (tma) {
+      cp_async_wait<0>();  // Q, the only cp.async group
+      mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);  // the stage's (rel / kStages)-th use
+    } else {
+      cp_async_wait<kStages - 2>();
+    }
     __syncthreads();  // tile nb is in smem, and every warp is done with the stage loaded next
     Plan next = plan;
     if (it + kStages - 1 < w.it_end) {
       const int nb_next = w.tile(p, it + kStages - 1);
       const int to = (rel + kStages - 1) % kStages;
       if constexpr (kPairWindow) next = plan_of(w, rt, nb_next);
-      load_kv(p, w, sK + to * kKVTile, sV + to * kKVTile, nb_next, kPairWindow ? next.need8 : 0xffffffffu);
+      issue_kv(p, w, sK, sV, to, nb_next, kPairWindow ? next.need8 : 0xffffffffu, tma);
     }
     cp_async_commit();  // one group per step, empty or not, so the wait count above holds
     Element* k_tile = sK + stage * kKVTile;
@@ -681,6 +731,7 @@ struct FwdKernel {
     if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kQTile;  // kStages stages
+    if constexpr (kTmaDecode) sK += (1024 - smem_addr(sK) % 1024) % 1024 / sizeof(Element);  // swizzle atoms
     Element* sV = sK + kStages * kKVTile;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
@@ -723,13 +774,20 @@ struct FwdKernel {
       if (stage_page_list(p, w, list)) __syncthreads();  // the first K/V copies below read the staged ids
     }
     if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
+    const bool tma = kTmaDecode && p.tma_kv != 0;
+    if (tma) {
+      if (threadIdx.x == 0) {
+        for (int st = 0; st < kStages; ++st) mbar_init(stage_full(sV) + st * 8, 1);
+        mbar_init_fence();
+      }
+      __syncthreads();  // the barriers exist before the loads complete on them
+    }
     load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
-    if (any && !kWgmma) load_kv(p, w, sK, sV, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu);
+    if (any && !kWgmma) issue_kv(p, w, sK, sV, 0, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu, tma);
     cp_async_commit();  // the wgmma loop loads its own K/V tiles (by TMA where it can)
 #pragma unroll
     for (int s = 1; s < kStages - 1 && !kWgmma; ++s) {  // the rest of the pipeline's first tiles, a group each
-      if (w.it_begin + s < w.it_end)
-        load_kv(p, w, sK + s * kKVTile, sV + s * kKVTile, w.tile(p, w.it_begin + s), 0xffffffffu);
+      if (w.it_begin + s < w.it_end) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, tma);
       cp_async_commit();
     }
     if constexpr (kRotate) {
@@ -769,7 +827,7 @@ struct FwdKernel {
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) row_l[a][0] = quad_sum(row_l[a][0]), row_l[a][1] = quad_sum(row_l[a][1]);
     if constexpr (kKeyWarps > 1) {
-      static_assert(kMergeBytes <= 2 * kStages * kBN * kStride * 2, "the key-warp merge must fit the K/V stages");
+      static_assert(kMergeBytes <= 2 * kStages * kKVTile * 2, "the key-warp merge must fit the K/V stages");
       __syncthreads();  // every warp is done with the K/V stages the merge reuses
       merge_key_warps(reinterpret_cast<char*>(sK), warp_id, g, t, acc_o, row_m, row_l);
     }

@@ -238,14 +238,7 @@ struct WgmmaMainloop {
     Element* v_dst = sV + stage * kKVTile;
     if constexpr (Kernel::SpecType::kTmaKV) {
       if (tma) {
-        const u32 bar = full + stage * 8;
-        const int row = w.tile(p, it) * kBN;
-        mbar_expect_tx(bar, 2 * kBN * kD * 2);
-#pragma unroll
-        for (int cb = 0; cb < kD / 64; ++cb) {
-          tma_load_4d(smem_addr(k_dst) + cb * kBN * 128, p.tma_k, bar, cb * 64, row, w.hk, w.b);
-          tma_load_4d(smem_addr(v_dst) + cb * kBN * 128, p.tma_v, bar, cb * 64, row, w.hk, w.b);
-        }
+        Kernel::tma_kv(p, w, k_dst, v_dst, full + stage * 8, w.tile(p, it));
         return;
       }
     }
