@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <optional>
 #include <tuple>
 #include <cmath>
@@ -141,16 +142,19 @@ RopeMode CudaKernel::default_mode() const {
   return spec_.rope_mode == RopeMode::Auto ? RopeMode::Fused : spec_.rope_mode;
 }
 
-KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split) const {
+KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split, bool page_tma) const {
   KernelSpec r = spec_;
   r.rope_mode = mode;
   r.kv_layout = kv;
   if (decode_rows > 0) {
     r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, split));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
-    // Hopper: K/V by TMA where the tiles are plain copies (contiguous, no documents, no rotation
-    // or pair pruning in shared memory, whole 64-dim column blocks).
-    r.tile.tma_kv = device_info().arch() >= 90 && decode_tma_enabled() && kv == KvLayout::Contiguous &&
+    // Hopper: K/V by TMA where the tiles are plain copies (no documents, no rotation or pair
+    // pruning in shared memory, whole 64-dim column blocks).
+    // Paged caches too, where the page size is a multiple of 8 rows (page_tma): the cp.async
+    // fallback inside a TMA module reads pages slower than the padded module does (70B B1 / 32k
+    // 0.0568 against 0.0508 ms, bench/results/2026-12-02-h200-session13/call4/).
+    r.tile.tma_kv = device_info().arch() >= 90 && decode_tma_enabled() && (kv == KvLayout::Contiguous || page_tma) &&
                     !spec_.masks.has(MaskKind::Document) && spec_.score != ScoreKind::RopeWindow &&
                     !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 &&
                     (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
@@ -165,12 +169,15 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
   return r;
 }
 
-const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split) const {
+const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split,
+                                       bool page_tma) const {
   // prefill, narrow or wide decode tile, narrow decode tile of a split call
   const int shape = decode_rows <= 0 ? 0 : (decode_rows > 16 ? 2 : (split ? 3 : 1));
-  auto& slot = variants_[static_cast<int>(mode) + 3 * shape + 12 * static_cast<int>(kv)];
+  const int kv_slot = kv == KvLayout::Contiguous ? 0 : (page_tma ? 1 : 2);
+  auto& slot = variants_[static_cast<int>(mode) + 3 * shape + 12 * kv_slot];
   if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
-  const LoadedModule& m = load_module(resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3));
+  const LoadedModule& m =
+      load_module(resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3, page_tma));
   slot.store(&m, std::memory_order_release);
   return m;
 }
@@ -276,7 +283,9 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars, pl.decode);
   const int64_t group = pl.decode ? ratio : 1;
   const int64_t decode_rows = pl.decode ? group * c.Nq : 0;
-  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout);
+  // Pages the decode tiles copy by TMA: whole boxes of 8 rows or more (FwdKernel::tma_kv).
+  const bool page_tma = !args.paged || (args.paged->page_size() % 8 == 0 && paged_tma_enabled());
+  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false, page_tma);
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
@@ -304,7 +313,7 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   const bool deep_fits = pl.kv_layout == KvLayout::Contiguous ||
                          (key_tiles + splits - 1) / std::max(splits, 1) <= passes::kPagedDeepMaxTiles;
   if (splits > 1 && decode_rows > 0 && deep_fits) {
-    const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true);
+    const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true, page_tma);
     if (&deep != m) {
       if (const int s = choose(deep); s > 1) m = &deep, splits = s;
     }
@@ -528,8 +537,20 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
 
   if (codegen::cuda::uses_tma(m.spec) && tma_enabled()) {
     const int bn = m.spec.tile.block_k;
-    p.tma_kv = encode_tile_map(p.tma_k, p.k, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.k_stride, bn) &&
-               encode_tile_map(p.tma_v, p.v, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.v_stride, bn);
+    if (args.paged) {
+      // The page tensors as [pages, Hkv, page_size, D] (page_stride_* is page, head, row), read
+      // in boxes that never straddle a page: gcd(page_size, block_k) rows, at least 8 so that
+      // every box lands on a whole swizzle atom.
+      const int64_t pages = args.paged->num_pages(), ps = args.paged->page_size();
+      const int box = static_cast<int>(std::gcd(ps, int64_t{bn}));
+      p.tma_box_rows = box;
+      p.tma_kv = box % 8 == 0 &&
+                 encode_tile_map(p.tma_k, p.k, spec_.dtype, pages, Hkv, ps, spec_.head_dim, p.page_stride_k, box) &&
+                 encode_tile_map(p.tma_v, p.v, spec_.dtype, pages, Hkv, ps, spec_.head_dim, p.page_stride_v, box);
+    } else {
+      p.tma_kv = encode_tile_map(p.tma_k, p.k, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.k_stride, bn) &&
+                 encode_tile_map(p.tma_v, p.v, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.v_stride, bn);
+    }
   }
   p.num_splits = pl.num_splits;
   const int64_t rows = B * Hq * Nq;

@@ -103,21 +103,25 @@ class CudaKernel {
   RopeMode rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars, bool decode) const;
   // The module of one variant: rope placement x tile (prefill; decode, GQA-packed, for
   // decode_rows = group x Nq > 0: narrow up to 16 rows, wide beyond; `split`: the narrow tile of
-  // a call that splits its key axis, passes::cuda_decode_tile) x K/V layout.
-  const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false) const;
+  // a call that splits its key axis, passes::cuda_decode_tile) x K/V layout. `page_tma`: a paged
+  // call whose pages the decode tiles can copy by TMA (page_size a multiple of 8 rows); other
+  // page sizes take the cp.async module.
+  const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false,
+                             bool page_tma = true) const;
   RopeMode default_mode() const;
   int registers() const { return module(default_mode(), 0, KvLayout::Contiguous).registers; }
   CUfunction function() const { return module(default_mode(), 0, KvLayout::Contiguous).fwd; }
 
  private:
-  KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false) const;
+  KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false, bool page_tma = true) const;
   KernelSpec spec_;
   // The prerotated prefill takes the wgmma form on this device (fixed per kernel: decided once
   // here rather than by resolving a spec copy on every auto-placement call).
   bool prerotate_wgmma_ = false;
   // Indexed by RopeMode + 3 * tile (prefill, narrow / wide decode, narrow split decode) +
-  // 12 * KvLayout; each compiled on first use. Specs that resolve alike share one module.
-  mutable std::atomic<const LoadedModule*> variants_[24];
+  // 12 * K/V (contiguous, paged, paged without TMA); each compiled on first use. Specs that
+  // resolve alike share one module.
+  mutable std::atomic<const LoadedModule*> variants_[36];
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).

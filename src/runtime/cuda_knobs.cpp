@@ -114,4 +114,9 @@ bool decode_tma_enabled() {
   return on;
 }
 
+bool paged_tma_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_PAGED_TMA");
+  return on;
+}
+
 }  // namespace attnfuse::runtime

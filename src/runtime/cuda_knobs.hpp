@@ -37,5 +37,8 @@ bool wgmma_enabled();
 bool tma_enabled();
 // ATTNFUSE_CUDA_DECODE_TMA=0 keeps the decode tiles' K/V loads on cp.async on Hopper.
 bool decode_tma_enabled();
+// ATTNFUSE_CUDA_PAGED_TMA=0 keeps them on cp.async for paged caches only (the padded module, as
+// for page sizes that are not a multiple of 8).
+bool paged_tma_enabled();
 
 }  // namespace attnfuse::runtime

@@ -140,9 +140,9 @@ void expect_compiles_without_spills(Group group) {
         if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split);
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
-        // sm_90 decode tiles over contiguous K/V take it by TMA where the runtime would
+        // sm_90 decode tiles, contiguous or paged, take K/V by TMA where the runtime would
         // (CudaKernel::resolved).
-        spec.tile.tma_kv = v.decode_rows > 0 && v.arch == 90 && !v.paged && v.head_dim <= 128 &&
+        spec.tile.tma_kv = v.decode_rows > 0 && v.arch == 90 && v.head_dim <= 128 &&
                            spec.score == ScoreKind::ScaledDot && !spec.masks.has(MaskKind::Document);
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);

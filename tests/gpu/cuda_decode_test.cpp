@@ -25,6 +25,7 @@
 #include "passes/tile_sizes.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/cuda_knobs.hpp"
 
 namespace attnfuse {
 namespace {
@@ -398,6 +399,37 @@ TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
   check_paged(spec, {{6000, 2500}, 24, Layout::HND, true, 16, 2, 3, 7000}, rng_, splits);
   const KernelSpec f16 = cuda_spec("softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", DType::F16, 64);
   check_paged(f16, {{6000, 300}, 5, Layout::HND, false, 4, 4, 2, std::nullopt}, rng_, splits);
+}
+
+TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
+  // On Hopper the paged decode tiles take K/V by TMA in boxes of gcd(page_size, block_k) rows
+  // (attention_fwd.cuh, tma_kv): 8-row boxes (pages of 8 and 24), 32-row ones, and pages of 128
+  // and 256 that hold two and four 64-key tiles. Last pages end short over a pool of NaN, which
+  // the boxes read and zero_tail_rows clears in V. Pages of 12 (boxes of 4 rows) take the cp.async
+  // module. Each case bit for bit against contiguous calls (which take TMA too).
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  const std::vector<LaunchTuning> splits = {LaunchTuning{1, Variant::Decode}, LaunchTuning{5, Variant::Decode},
+                                            LaunchTuning{0}};
+  for (int64_t ps : {8, 12, 24, 32, 128, 256}) {
+    const Layout layout = ps == 128 || ps == 24 ? Layout::HND : Layout::NHD;
+    check_paged(spec, {{3001, 77, 640, 1}, ps, layout, true, 8, 2, 1, std::nullopt}, rng_, splits);
+  }
+  const KernelSpec f16 = cuda_spec("softmax(softcap(alibi(causal(scaled_dot_product(Q, K))), 20)) @ V", DType::F16, 64);
+  check_paged(f16, {{2000, 129, 64}, 32, Layout::HND, false, 4, 4, 2, std::nullopt}, rng_,
+              {LaunchTuning{3, Variant::Decode}, LaunchTuning{0}});
+  // The module is the TMA form on sm_90 and later where the page size is a multiple of 8 (the
+  // runtime's choice, CudaKernel::resolved).
+  const bool tma = runtime::device_info().arch() >= 90 && runtime::decode_tma_enabled() &&
+                   runtime::paged_tma_enabled();
+  for (int64_t ps : {16, 12}) {
+    const Dims d{1, 8, 2, 1, 300, 128};
+    Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
+    const PagedInputs p = make_paged(spec.dtype, Layout::NHD, {300}, ps, 2, 128, false, rng_);
+    in.device.paged = p.device;
+    const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{0});
+    EXPECT_EQ(plan.module->spec.tile.tma_kv, tma && ps % 8 == 0) << "pages of " << ps;
+  }
 }
 
 TEST_F(CudaDecode, PagedEveryCombinator) {

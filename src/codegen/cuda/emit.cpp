@@ -52,7 +52,8 @@ int shared_memory_bytes(const KernelSpec& spec) {
     // Decode tiles by TMA: padded Q, swizzled K/V stages from a 1024-byte boundary (1 KB of
     // slack), then one mbarrier per stage (attention_fwd.cuh).
     const TileConfig& t = spec.tile;
-    return (t.block_q * (spec.head_dim + 8) + 2 * t.stages * t.block_k * spec.head_dim) * 2 + 1024 + 64;
+    return (t.block_q * (spec.head_dim + 8) + 2 * t.stages * t.block_k * spec.head_dim) * 2 + 1024 + 64 +
+           page_list_slots(spec) * 4;
   }
   return passes::cuda_smem_bytes(spec.tile, spec.head_dim, tables) + page_list_slots(spec) * 4;
 }
@@ -64,7 +65,8 @@ int page_list_slots(const KernelSpec& spec) {
 }
 
 bool uses_tma(const KernelSpec& spec) {
-  return (spec.tile.wgmma || spec.tile.tma_kv) && spec.kv_layout == KvLayout::Contiguous &&
+  // The wgmma prefill form takes contiguous K/V only; the decode tiles take pages too.
+  return ((spec.tile.wgmma && spec.kv_layout == KvLayout::Contiguous) || (spec.tile.tma_kv && !spec.tile.wgmma)) &&
          !spec.masks.has(MaskKind::Document);
 }
 

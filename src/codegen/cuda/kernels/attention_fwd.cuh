@@ -137,9 +137,8 @@ struct FwdKernel {
     if constexpr (kSwizzledKV) return sw128_offset<kBN>(r, ch);
     else return r * kStride + ch * 8;
   }
-  static_assert(!kTmaDecode || (kD % 64 == 0 && kD <= 128 && !kRotate && !kPairWindow && !Spec::kPagedKV &&
-                                !Spec::kDocument),
-                "TMA decode tiles copy whole 64-dim column blocks of contiguous K/V, unrotated");
+  static_assert(!kTmaDecode || (kD % 64 == 0 && kD <= 128 && !kRotate && !kPairWindow && !Spec::kDocument),
+                "TMA decode tiles copy whole 64-dim column blocks of K/V, unrotated");
 
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
   // when the block is full) and the block's origin.
@@ -252,11 +251,38 @@ struct FwdKernel {
     load_tile<kBN, true>(v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
   }
 
-  // K/V tile nb by the copy engine (Spec::kTmaKV; the caller is one thread): per 64-dim column
-  // block one box of kBN rows of K and one of V, landing swizzled, completing on `bar`. Rows past
-  // the tensor's end arrive as zeros, as cp.async's do.
+  // K/V tile nb by the copy engine (Spec::kTmaKV; the caller is thread 0, or warp 0 for paged
+  // K/V): per 64-dim column block one box of kBN rows of K and one of V, landing swizzled,
+  // completing on `bar`. Rows past the tensor's end arrive as zeros, as cp.async's do.
+  //
+  // Paged K/V: the maps see the page tensors as [pages, Hkv, page_size, D] and a box is
+  // p.tma_box_rows rows (gcd of page_size and kBN, at least 8, so every box starts a page-aligned
+  // run of rows and lands on a 1024-byte swizzle atom). A tile is at most 8 boxes x kD / 64
+  // column blocks x K and V = 32 copies: lane u of warp 0 looks up its box's page (in the staged
+  // list where the block has one) and issues copy u, so the lookups overlap as the cp.async
+  // path's batched ones do. Boxes past the sequence's end are not issued; the rows they leave,
+  // and those of the last page past its length, are zeroed in V by zero_tail_rows, since P = 0
+  // times stale bits can still be NaN.
   static __device__ __forceinline__ void tma_kv(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
                                                 u32 bar, int nb) {
+    if constexpr (Spec::kPagedKV) {
+      constexpr int kColBlocks = kD / 64;
+      static_assert((kBN / 8) * kColBlocks * 2 <= 32, "one copy per lane of warp 0");
+      const int n0 = nb * kBN, box = p.tma_box_rows, lane = threadIdx.x & 31;
+      const int live = w.len_k - n0 < kBN ? w.len_k - n0 : kBN;
+      const int boxes = live > 0 ? (live + box - 1) / box : 0;
+      if (lane == 0) mbar_expect_tx(bar, boxes * box * kD * 2 * 2);
+      __syncwarp();  // the expected bytes are posted before any copy can complete
+      if (lane < boxes * kColBlocks * 2) {
+        const int i = lane / (2 * kColBlocks), cb = (lane / 2) % kColBlocks;
+        int row;
+        const int page = w.page_of(p, n0 + i * box, row);
+        const u32 off = cb * kBN * 128 + i * box * 128;
+        if (lane & 1) tma_load_4d(smem_addr(v_dst) + off, p.tma_v, bar, cb * 64, row, w.hk, page);
+        else tma_load_4d(smem_addr(k_dst) + off, p.tma_k, bar, cb * 64, row, w.hk, page);
+      }
+      return;
+    }
     const int row = nb * kBN;
     mbar_expect_tx(bar, 2 * kBN * kD * 2);
 #pragma unroll
@@ -266,16 +292,33 @@ struct FwdKernel {
     }
   }
 
-  // The decode tiles' stage barriers (kTmaDecode): one per stage, after the V stages.
+  // Paged TMA tiles: zeroes the V rows of tile n0 at and past the sequence's end (stale stage
+  // bits, or the last page's rows past its length), after the stage's barrier and before the
+  // step's block barrier publishes them. K's rows there need nothing: their scores are masked
+  // by selection. The proxy fence orders these generic stores before any later copy-engine
+  // write to the stage.
+  static __device__ __forceinline__ void zero_tail_rows(const W& w, Element* v_tile, int n0) {
+    const int live = w.len_k - n0;
+    if (live >= kBN) return;  // uniform over the block
+    for (int c = threadIdx.x; c < (kBN - live) * kChunks; c += kThreads)
+      *reinterpret_cast<uint4*>(v_tile + kv_offset(live + c / kChunks, c % kChunks)) = make_uint4(0, 0, 0, 0);
+    fence_proxy_async_smem();
+  }
+
+  // The decode tiles' stage barriers (kTmaDecode): one per stage, after the V stages (64 bytes
+  // reserved; a staged page list follows them).
+  static constexpr int kStageBarrierBytes = 64;
+  static_assert(kStages * 8 <= kStageBarrierBytes, "one 8-byte mbarrier per stage");
   static __device__ __forceinline__ u32 stage_full(const Element* sV) { return smem_addr(sV + kStages * kKVTile); }
 
-  // K/V tile nb into stage `stage`: by TMA from thread 0 where the call has tensor maps (tma),
-  // else by cp.async from every thread (the caller commits either way).
+  // K/V tile nb into stage `stage`: by TMA from thread 0 (warp 0 for paged K/V) where the call has
+  // tensor maps (tma), else by cp.async from every thread (the caller commits either way).
   static __device__ __forceinline__ void issue_kv(const FwdParams& p, const W& w, Element* sK, Element* sV,
                                                   int stage, int nb, u32 need8, bool tma) {
     if constexpr (kTmaDecode) {
       if (tma) {
-        if (threadIdx.x == 0) tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, nb);
+        if (threadIdx.x < (Spec::kPagedKV ? 32 : 1))
+          tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, nb);
         return;
       }
     }
@@ -581,6 +624,7 @@ struct FwdKernel {
     if (tma) {
       cp_async_wait<0>();  // Q, the only cp.async group
       mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);  // the stage's (rel / kStages)-th use
+      if constexpr (Spec::kPagedKV) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
     } else {
       cp_async_wait<kStages - 2>();
     }
@@ -770,7 +814,8 @@ struct FwdKernel {
     Plan plan{};
     const bool any = w.it_begin < w.it_end;
     if constexpr (kPageList > 0) {
-      int* list = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes);
+      int* list = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes +
+                                         (kTmaDecode ? kStageBarrierBytes : 0));
       if (stage_page_list(p, w, list)) __syncthreads();  // the first K/V copies below read the staged ids
     }
     if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));

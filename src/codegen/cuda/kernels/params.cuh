@@ -115,7 +115,10 @@ struct FwdParams {
   // aligned) of K and V as 4-D [B, Hkv, Nk, D] tensors read in boxes of block_k rows x 64 dims,
   // 128-byte swizzled, rows past Nk zero-filled. The host encodes them per call; where the
   // tensors do not meet the copy engine's rules it leaves tma_kv = 0 and cp.async loads instead.
+  // Paged decode tiles read the page tensors as [pages, Hkv, page_size, D] in boxes of
+  // tma_box_rows rows (gcd(page_size, block_k), at least 8).
   int tma_kv;
+  int tma_box_rows;
   alignas(64) unsigned char tma_k[128];
   alignas(64) unsigned char tma_v[128];
 };
