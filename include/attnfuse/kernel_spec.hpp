@@ -148,9 +148,10 @@ struct TileConfig {
   // second argument, so the compiler caps registers at 64K / (threads * min_blocks)). Two
   // lets one block's prologue and epilogue overlap another's MMAs where tiles are short.
   int min_blocks = 1;
-  // CUDA only, Hopper: the decode tiles take their K/V tiles by the copy engine (TMA, one
-  // thread per tile, completing on a per-stage mbarrier) into 128-byte swizzled stages, instead
-  // of cp.async from every thread into padded ones. Set by the runtime (CudaKernel::resolved).
+  // CUDA only, Hopper: the decode tiles take their K/V tiles by the copy engine (TMA, issued by
+  // thread 0, or by warp 0 for paged K/V, completing on a per-stage mbarrier) into 128-byte
+  // swizzled stages, instead of cp.async from every thread into padded ones. Set by the runtime
+  // (CudaKernel::resolved).
   bool tma_kv = false;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };

@@ -43,8 +43,9 @@ int shared_memory_bytes(const KernelSpec& spec);
 // up in global memory): the GQA-packed tiles at D <= 128 that batch their lookups, BlockMask rows
 // aside (their key tiles are not one range).
 int page_list_slots(const KernelSpec& spec);
-// True when the wgmma kernel can take K/V tiles by TMA (contiguous K/V without documents; the
-// host still encodes the tensor maps per call and falls back to cp.async where they fail).
+// True when the kernel can take K/V tiles by TMA: the wgmma form over contiguous K/V, or the
+// decode tiles with TileConfig::tma_kv (contiguous or paged), never with documents. The host
+// still encodes the tensor maps per call and falls back to cp.async where they fail.
 bool uses_tma(const KernelSpec& spec);
 // True when the forward kernel rotates Q and K itself (rope programs not in prerotate mode).
 bool rotates_in_kernel(const KernelSpec& spec);
