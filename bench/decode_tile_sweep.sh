@@ -3,7 +3,8 @@
 # alone, for each ATTNFUSE_CUDA_DECODE_TILE=block_q,block_k,num_warps,stages[,key_warps]; `auto`
 # runs the runtime's own choice (no knob). An entry may end in :S to fix the split count too
 # (ATTNFUSE_CUDA_DECODE_SPLITS=S; e.g. auto:2). ROUNDS=n repeats the whole list n times,
-# interleaved, so drift between runs shows. Expects .devcarry/.
+# interleaved, so drift between runs shows. SUITES (default "decode paged") picks the suites. Expects
+# .devcarry/.
 # Usage on the device: bench/decode_tile_sweep.sh [tile ...]  (summary in $OUT/decode_tile_sweep.txt)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ for round in $(seq "${ROUNDS:-1}"); do
     knob=${t%%:*} splits=
     [[ $t == *:* ]] && splits=${t#*:}
     [ "$knob" = auto ] && knob=
-    for suite in decode paged; do
+    for suite in ${SUITES:-decode paged}; do
       extra=()
       [ $suite = decode ] && extra=(--ours-only)
       ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-$n ATTNFUSE_CUDA_DECODE_TILE=$knob ATTNFUSE_CUDA_DECODE_SPLITS=$splits \

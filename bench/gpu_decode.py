@@ -38,7 +38,8 @@ BigBird at 4k with 128-blocks; documents as always. Cells that do not fit in mem
 Usage:
   python3 bench/gpu_decode.py [--lib L] [--suite decode|paged|bigbird|documents|all] [--quick]
                               [--out DIR] [--filter TEXT] [--timing graph|loop] [--l2-flush]
-                              [--ours-only] [--bigbird-block 64|128]
+                              [--ours-only] [--bigbird-block 64|128] [--peers sdpa_cudnn,...]
+                              [--cells "B,Hq,Hkv,KV;..."]
   python3 bench/gpu_decode.py --selfcheck [--lib L]   # no GPU: ctypes layouts vs the C header,
                                                        # and the new ABI on the CPU device
 The library is --lib, else $ATTNFUSE_LIB, else .devcarry/lib/libattnfuse_c.so, else
@@ -611,7 +612,19 @@ LLAMA8 = dict(geometry="llama3-8b", Hq=32, Hkv=8, D=128)
 LLAMA70 = dict(geometry="llama3-70b", Hq=64, Hkv=8, D=128)
 
 
-def decode_cells(quick):
+def parse_cells(text):
+    """--cells "B,Hq,Hkv,KV;...": decode cells at D 128 (e.g. a KV-length sweep at one geometry)."""
+    cells = []
+    for part in filter(None, (x.strip() for x in text.split(";"))):
+        b, hq, hkv, kv = (int(x) for x in part.split(","))
+        geo = {(32, 8): "llama3-8b", (64, 8): "llama3-70b"}.get((hq, hkv), f"Hq{hq}-Hkv{hkv}")
+        cells.append(dict(geometry=geo, Hq=hq, Hkv=hkv, D=128, B=b, KV=kv))
+    return cells
+
+
+def decode_cells(quick, cells=""):
+    if cells:
+        return parse_cells(cells)
     if quick:
         cells = [dict(LLAMA8, B=1, KV=32768), dict(LLAMA8, B=8, KV=4096), dict(LLAMA8, B=32, KV=32768)]
     else:
@@ -665,11 +678,14 @@ def sdpa_peer(backend, q, k, v, gqa_ok):
     return run
 
 
-def decode_peers(c, inputs, budget):
-    """name -> dict(fns, note) for SDPA-cuDNN, SDPA-flash and flex."""
+def decode_peers(c, inputs, budget, only=""):
+    """name -> dict(fns, note) for SDPA-cuDNN, SDPA-flash and flex (`only`: a comma list of them)."""
     impls = {}
     g = c["Hq"] // c["Hkv"]
+    wanted = set(filter(None, only.split(","))) or {"sdpa_cudnn", "sdpa_flash", "flex"}
     for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+        if name not in wanted:
+            continue
         q, k, v = inputs[0]
         try:
             sdpa_peer(backend, q, k, v, True)()
@@ -686,7 +702,9 @@ def decode_peers(c, inputs, budget):
         impls[name] = {"fns": [sdpa_peer(backend, *x, False) for x in expanded],
                        "note": f"K/V heads EXPANDED {c['Hkv']}->{c['Hq']} outside timing (refused enable_gqa: {why}); "
                                f"reads {g}x the bytes", "_keep": expanded}
-    if FLEX is not None:
+    if "flex" not in wanted:
+        pass
+    elif FLEX is not None:
         impls["flex"] = {"fns": [lambda q=q, k=k, v=v: FLEX(q, k, v, enable_gqa=True) for (q, k, v) in inputs],
                          "note": "no block mask (Nq = 1 bottom-right causal keeps every key)"}
     else:
@@ -698,7 +716,7 @@ def run_decode(ours, args, quick):
     say(f"== decode: {DECODE_PROGRAM}, bf16, Nq = 1; TB/s = K+V bytes / time; ours x = peer ms / attnfuse ms")
     handle, cerr = ours.compile(DECODE_PROGRAM, 128, torch.bfloat16)
     header("TB/s")
-    for c in decode_cells(quick):
+    for c in decode_cells(quick, args.cells):
         name = cell_name(c)
         if args.filter not in name:
             continue
@@ -717,7 +735,7 @@ def run_decode(ours, args, quick):
         impls = {"attnfuse": ours.impl(handle, cerr, lambda: [
             ours.call(handle, q, k, v, torch.full_like(q, float("nan"))) for (q, k, v) in inputs])}
         if not args.ours_only:
-            impls.update(decode_peers(c, inputs, free_bytes() * 0.7))
+            impls.update(decode_peers(c, inputs, free_bytes() * 0.7, args.peers))
         q, k, v = inputs[0]
         batches = sorted({0, c["B"] - 1})
         ref = decode_reference(q, k, v, batches)
@@ -1099,6 +1117,9 @@ def main():
     ap.add_argument("--timing", choices=["graph", "loop"], default="graph")
     ap.add_argument("--l2-flush", action="store_true", help="time single calls after a 256 MiB memset")
     ap.add_argument("--ours-only", action="store_true", help="skip the peers")
+    ap.add_argument("--peers", default="", help="decode: only these peers (comma list of sdpa_cudnn, sdpa_flash, flex)")
+    ap.add_argument("--cells", default="",
+                    help='decode: these cells instead of the default ones, "B,Hq,Hkv,KV;..." at D 128')
     ap.add_argument("--bigbird-block", type=int, choices=[64, 128], default=None,
                     help="only this block size (default: 128 at 4k and 16k, and 64 at 4k, the paper's 7.7%% point)")
     ap.add_argument("--selfcheck", action="store_true",

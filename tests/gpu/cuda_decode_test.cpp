@@ -428,7 +428,10 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
     const PagedInputs p = make_paged(spec.dtype, Layout::NHD, {300}, ps, 2, 128, false, rng_);
     in.device.paged = p.device;
     const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{0});
+    EXPECT_GT(plan.num_splits, 1);  // 5 key tiles over 2 KV heads: short parts
     EXPECT_EQ(plan.module->spec.tile.tma_kv, tma && ps % 8 == 0) << "pages of " << ps;
+    const LaunchPlan whole = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1, Variant::Decode});
+    EXPECT_FALSE(whole.module->spec.tile.tma_kv) << "an unsplit paged call keeps the padded module";
   }
 }
 
