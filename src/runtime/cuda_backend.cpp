@@ -147,17 +147,19 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
   r.rope_mode = mode;
   r.kv_layout = kv;
   if (decode_rows > 0) {
-    r.tile = decode_tile_override().value_or(passes::cuda_decode_tile(spec_.head_dim, decode_rows, split));
-    if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     // Hopper: K/V by TMA where the tiles are plain copies (no documents, no rotation or pair
     // pruning in shared memory, whole 64-dim column blocks), and for paged caches only where the
     // page size is a multiple of 8 rows (page_tma): the cp.async fallback inside a TMA module
     // reads pages slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
-    // bench/results/2026-12-02-h200-session13/call4/).
-    r.tile.tma_kv = device_info().arch() >= 90 && decode_tma_enabled() && (kv == KvLayout::Contiguous || page_tma) &&
-                    !spec_.masks.has(MaskKind::Document) && spec_.score != ScoreKind::RopeWindow &&
-                    !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 &&
-                    (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
+    // bench/results/2026-12-02-h200-session13/call4/). (r's rope mode is all the rotation test reads.)
+    const bool tma = device_info().arch() >= 90 && decode_tma_enabled() && (kv == KvLayout::Contiguous || page_tma) &&
+                     !spec_.masks.has(MaskKind::Document) && spec_.score != ScoreKind::RopeWindow &&
+                     !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 &&
+                     (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
+    r.tile = decode_tile_override().value_or(
+        passes::cuda_decode_tile(spec_.head_dim, decode_rows, split, tma && kv == KvLayout::Contiguous));
+    if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
+    r.tile.tma_kv = tma;
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());

@@ -137,13 +137,15 @@ void expect_compiles_without_spills(Group group) {
       const Variant& v = variants[i];
       try {
         KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
-        if (v.decode_rows > 0) spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split);
+        // sm_90 decode tiles, contiguous or paged, take K/V by TMA where the runtime would
+        // (CudaKernel::resolved), contiguous ones with Hopper's 128-key tile at D = 128.
+        const bool tma = v.decode_rows > 0 && v.arch == 90 && v.head_dim <= 128 &&
+                         spec.score == ScoreKind::ScaledDot && !spec.masks.has(MaskKind::Document);
+        if (v.decode_rows > 0)
+          spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split, tma && !v.paged);
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
-        // sm_90 decode tiles, contiguous or paged, take K/V by TMA where the runtime would
-        // (CudaKernel::resolved).
-        spec.tile.tma_kv = v.decode_rows > 0 && v.arch == 90 && v.head_dim <= 128 &&
-                           spec.score == ScoreKind::ScaledDot && !spec.masks.has(MaskKind::Document);
+        spec.tile.tma_kv = tma;
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
       } catch (const std::exception& e) {

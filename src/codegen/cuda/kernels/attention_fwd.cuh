@@ -257,28 +257,27 @@ struct FwdKernel {
   //
   // Paged K/V: the maps see the page tensors as [pages, Hkv, page_size, D] and a box is
   // p.tma_box_rows rows (gcd of page_size and kBN, at least 8, so every box starts a page-aligned
-  // run of rows and lands on a 1024-byte swizzle atom). A tile is at most 8 boxes x kD / 64
-  // column blocks x K and V = 32 copies: lane u of warp 0 looks up its box's page (in the staged
-  // list where the block has one) and issues copy u, so the lookups overlap as the cp.async
-  // path's batched ones do. Boxes past the sequence's end are not issued; the rows they leave,
+  // run of rows and lands on a 1024-byte swizzle atom). A tile is kBN / box boxes x kD / 64
+  // column blocks x K and V copies (32 for 64 keys at pages of 16, 64 at most): lane u of warp 0
+  // looks up the pages of copies u, u + 32 (in the staged list where the block has one) and
+  // issues them, so the lookups overlap as the cp.async path's batched ones do. Boxes past the sequence's end are not issued; the rows they leave,
   // and those of the last page past its length, are zeroed in V by zero_tail_rows, since P = 0
   // times stale bits can still be NaN.
   static __device__ __forceinline__ void tma_kv(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
                                                 u32 bar, int nb) {
     if constexpr (Spec::kPagedKV) {
       constexpr int kColBlocks = kD / 64;
-      static_assert((kBN / 8) * kColBlocks * 2 <= 32, "one copy per lane of warp 0");
       const int n0 = nb * kBN, box = p.tma_box_rows, lane = threadIdx.x & 31;
       const int live = w.len_k - n0 < kBN ? w.len_k - n0 : kBN;
       const int boxes = live > 0 ? (live + box - 1) / box : 0;
       if (lane == 0) mbar_expect_tx(bar, boxes * box * kD * 2 * 2);
       __syncwarp();  // the expected bytes are posted before any copy can complete
-      if (lane < boxes * kColBlocks * 2) {
-        const int i = lane / (2 * kColBlocks), cb = (lane / 2) % kColBlocks;
+      for (int c = lane; c < boxes * kColBlocks * 2; c += 32) {  // 64 copies at most (128 keys, pages of 8)
+        const int i = c / (2 * kColBlocks), cb = (c / 2) % kColBlocks;
         int row;
         const int page = w.page_of(p, n0 + i * box, row);
         const u32 off = cb * kBN * 128 + i * box * 128;
-        if (lane & 1) tma_load_4d(smem_addr(v_dst) + off, p.tma_v, bar, cb * 64, row, w.hk, page);
+        if (c & 1) tma_load_4d(smem_addr(v_dst) + off, p.tma_v, bar, cb * 64, row, w.hk, page);
         else tma_load_4d(smem_addr(k_dst) + off, p.tma_k, bar, cb * 64, row, w.hk, page);
       }
       return;
