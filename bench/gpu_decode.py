@@ -13,7 +13,8 @@ Suites (--suite, default all):
              flex_attention. TB/s = bytes of K and V read (2 * B * Hkv * KV * D * 2) / time.
   paged      the same program with a paged KV cache (page size 16 and 64, NHD, pages in a random
              order; page tables are device int32 tensors) against attnfuse on the contiguous
-             cache holding the same data: the paged overhead in %.
+             cache holding the same data: the paged overhead in %. --paged-layouts nhd,hnd adds
+             HND pages (rows attnfuse_paged_hnd_ps16, ...).
   bigbird    softmax(block_sparse(scaled_dot_product(Q, K))) @ V, GPT-2 geometry (B 4, H 12, D 64)
              at N 4k and 16k, a BigBird grid of 128-blocks (global first block row and column, the
              diagonal band, random blocks per row; about 12% at 4k, since global + diagonal alone
@@ -754,28 +755,34 @@ def paged_cells(quick):
     return cells + [dict(LLAMA70, B=1, KV=32768)]
 
 
-def make_pages(k, v, page_size, gen):
-    """NHD pages [num_pages, page_size, Hkv, D] holding k / v [B, Hkv, KV, D] (KV a multiple of
-    page_size) at a random permutation of page slots; the page table as device int32."""
+def make_pages(k, v, page_size, gen, layout="nhd"):
+    """NHD pages [num_pages, page_size, Hkv, D] (or HND [num_pages, Hkv, page_size, D]) holding
+    k / v [B, Hkv, KV, D] (KV a multiple of page_size) at a random permutation of page slots; the
+    page table as device int32."""
     B, Hkv, KV, D = k.shape
     per_seq = KV // page_size
     num_pages = B * per_seq
     perm = torch.randperm(num_pages, device=DEV, generator=gen)
 
     def paged(t):
-        blocks = t.view(B, Hkv, per_seq, page_size, D).permute(0, 2, 3, 1, 4).reshape(num_pages, page_size, Hkv, D)
+        if layout == "hnd":
+            blocks = t.view(B, Hkv, per_seq, page_size, D).permute(0, 2, 1, 3, 4).reshape(num_pages, Hkv, page_size, D)
+        else:
+            blocks = t.view(B, Hkv, per_seq, page_size, D).permute(0, 2, 3, 1, 4).reshape(num_pages, page_size, Hkv, D)
         pages = torch.empty_like(blocks)
         pages[perm] = blocks  # logical page i of the table lives in slot perm[i]
         return pages
 
-    return {"k_pages": paged(k), "v_pages": paged(v), "layout": PAGED_NHD,
+    return {"k_pages": paged(k), "v_pages": paged(v), "layout": PAGED_HND if layout == "hnd" else PAGED_NHD,
             "page_indices": perm.to(torch.int32).contiguous(),
             "page_indptr": (torch.arange(B + 1, device=DEV, dtype=torch.int32) * per_seq).contiguous(),
             "last_page_len": torch.full((B,), page_size, device=DEV, dtype=torch.int32)}
 
 
 def run_paged(ours, args, quick):
-    say(f"== paged: {DECODE_PROGRAM}, bf16, Nq = 1, NHD pages in random order, device int32 page table; "
+    layouts = [x for x in args.paged_layouts.split(",") if x]
+    say(f"== paged: {DECODE_PROGRAM}, bf16, Nq = 1, {'/'.join(x.upper() for x in layouts)} pages in random order, "
+        f"device int32 page table; "
         f"overhead = paged ms / contiguous ms - 1")
     handle, cerr = ours.compile(DECODE_PROGRAM, 128, torch.bfloat16)
     header("TB/s")
@@ -795,12 +802,14 @@ def run_paged(ours, args, quick):
         impls = {"attnfuse": ours.impl(handle, cerr, lambda: [ours.call(handle, q, k, v, torch.full_like(q, float("nan")))],
                                        "contiguous")}
         tables = {}
-        for ps in (16, 64):
-            tables[ps] = make_pages(k, v, ps, gen)
-            impls[f"attnfuse_paged_ps{ps}"] = ours.impl(
-                handle, cerr, lambda ps=ps: [ours.call(handle, q, None, None, torch.full_like(q, float("nan")),
-                                                       paged=tables[ps])],
-                f"{tables[ps]['k_pages'].shape[0]} pages of {ps}")
+        for lay in layouts:
+            for ps in (16, 64):
+                key = f"attnfuse_paged{'' if lay == 'nhd' else '_' + lay}_ps{ps}"  # NHD rows keep their old names
+                tables[key] = make_pages(k, v, ps, gen, lay)
+                impls[key] = ours.impl(
+                    handle, cerr, lambda key=key: [ours.call(handle, q, None, None, torch.full_like(q, float("nan")),
+                                                             paged=tables[key])],
+                    f"{tables[key]['k_pages'].shape[0]} {lay.upper()} pages of {ps}")
         batches = sorted({0, c["B"] - 1})
         ref = decode_reference(q, k, v, batches)
         res = validate_and_time(impls, lambda o: rel_err(o[batches], ref), args)
@@ -811,7 +820,7 @@ def run_paged(ours, args, quick):
                 e.pop("speedup_of_attnfuse", None)
                 e["note"] = f"{e.get('note', '')}; overhead {e['overhead_pct']:+.1f}%"
         print_rows(name, res, "tb_per_s", lambda ms: per_set / (ms * 1e-3) / 1e12)
-        SINK.add({"case": name, **c, "program": DECODE_PROGRAM, "dtype": "bf16", "Nq": 1, "layout": "NHD",
+        SINK.add({"case": name, **c, "program": DECODE_PROGRAM, "dtype": "bf16", "Nq": 1, "layouts": layouts,
                   "kv_bytes": per_set, "impls": res})
         say(f"  ({time.time() - t0:.1f} s)")
         q = k = v = tables = impls = None
@@ -1117,6 +1126,8 @@ def main():
     ap.add_argument("--timing", choices=["graph", "loop"], default="graph")
     ap.add_argument("--l2-flush", action="store_true", help="time single calls after a 256 MiB memset")
     ap.add_argument("--ours-only", action="store_true", help="skip the peers")
+    ap.add_argument("--paged-layouts", default="nhd", choices=["nhd", "hnd", "nhd,hnd", "hnd,nhd"],
+                    help="paged: the page layouts to time (NHD, FlashInfer's default; HND keeps a head's rows together)")
     ap.add_argument("--peers", default="", help="decode: only these peers (comma list of sdpa_cudnn, sdpa_flash, flex)")
     ap.add_argument("--cells", default="",
                     help='decode: these cells instead of the default ones, "B,Hq,Hkv,KV;..." at D 128')

@@ -67,6 +67,17 @@ std::optional<int> parse_decode_splits_knob(const char* text) {
   return n;
 }
 
+int parse_tma_l2_promotion_knob(const char* text) {
+  if (empty(text)) return 3;
+  const std::string v(text);
+  if (v == "none") return 0;
+  if (v == "64") return 1;
+  if (v == "128") return 2;
+  if (v == "256") return 3;
+  throw Error(ErrorCode::Unsupported,
+              fmt::format("ATTNFUSE_CUDA_TMA_L2_PROMOTE='{}' is not one of none, 64, 128, 256", text));
+}
+
 std::optional<WgmmaTileKnob> parse_wgmma_tile_knob(const char* text) {
   if (empty(text)) return std::nullopt;
   int bk = 0, mb = 0, st = 0;
@@ -117,6 +128,11 @@ bool decode_tma_enabled() {
 bool paged_tma_enabled() {
   static const bool on = knob_on("ATTNFUSE_CUDA_PAGED_TMA");
   return on;
+}
+
+int tma_l2_promotion() {
+  static const int v = parse_tma_l2_promotion_knob(std::getenv("ATTNFUSE_CUDA_TMA_L2_PROMOTE"));
+  return v;
 }
 
 }  // namespace attnfuse::runtime

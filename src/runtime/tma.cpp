@@ -5,13 +5,17 @@
 #include <cstring>
 
 #include "runtime/cuda_driver.hpp"
+#include "runtime/cuda_knobs.hpp"
 
 namespace attnfuse::runtime {
 namespace {
 
-// cuda.h enumerators (stable ABI values).
+// cuda.h enumerators (stable ABI values). The L2 promotion is a knob (tma_l2_promotion, 256 bytes
+// by default): a D = 128 row is 256 bytes read as two 128-byte boxes, so the first box's miss
+// brings the second's bytes too. Nsight puts the decode stream's limit in the L2
+// (bench/results/2026-12-02-h200-session14/call2/), which makes the setting worth an A/B.
 constexpr int kTmaBfloat16 = 9, kTmaFloat16 = 6;
-constexpr int kTmaInterleaveNone = 0, kTmaSwizzle128B = 3, kTmaL2Promote256B = 3, kTmaOobFillZero = 0;
+constexpr int kTmaInterleaveNone = 0, kTmaSwizzle128B = 3, kTmaOobFillZero = 0;
 
 bool encode_uncached(unsigned char* map, const void* base, DType dtype, int64_t B, int64_t H, int64_t N, int64_t D,
                      const long long* strides, int box_rows) {
@@ -24,7 +28,7 @@ bool encode_uncached(unsigned char* map, const void* base, DType dtype, int64_t 
   const CUresult r = d.cuTensorMapEncodeTiled(out, dtype == DType::BF16 ? kTmaBfloat16 : kTmaFloat16, 4,
                                               const_cast<void*>(base), g->dims, g->byte_strides, g->box,
                                               element_strides, kTmaInterleaveNone, kTmaSwizzle128B,
-                                              kTmaL2Promote256B, kTmaOobFillZero);
+                                              tma_l2_promotion(), kTmaOobFillZero);
   if (r != 0) return false;
   std::memcpy(map, out, 128);
   return true;

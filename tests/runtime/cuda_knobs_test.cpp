@@ -14,6 +14,8 @@ TEST(CudaKnobs, UnsetOrEmptyMeansNoOverride) {
   EXPECT_FALSE(parse_wgmma_tile_knob(""));
   EXPECT_FALSE(parse_decode_splits_knob(nullptr));
   EXPECT_FALSE(parse_decode_splits_knob(""));
+  EXPECT_EQ(parse_tma_l2_promotion_knob(nullptr), 3);  // 256 bytes, the default
+  EXPECT_EQ(parse_tma_l2_promotion_knob(""), 3);
 }
 
 TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
@@ -47,6 +49,10 @@ TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
   EXPECT_EQ(three->stages, 3);
   EXPECT_EQ(parse_decode_splits_knob("1"), 1);
   EXPECT_EQ(parse_decode_splits_knob("128"), 128);
+  EXPECT_EQ(parse_tma_l2_promotion_knob("none"), 0);
+  EXPECT_EQ(parse_tma_l2_promotion_knob("64"), 1);
+  EXPECT_EQ(parse_tma_l2_promotion_knob("128"), 2);
+  EXPECT_EQ(parse_tma_l2_promotion_knob("256"), 3);
 }
 
 TEST(CudaKnobs, MalformedValuesNameTheKnob) {
@@ -68,6 +74,8 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
     refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");
   for (const char* bad : {"0", "129", "-4", "8,", "8x", "x"})
     refused(parse_decode_splits_knob, bad, "ATTNFUSE_CUDA_DECODE_SPLITS");
+  for (const char* bad : {"0", "32", "512", "256 ", "None", "L2_256B"})
+    refused(parse_tma_l2_promotion_knob, bad, "ATTNFUSE_CUDA_TMA_L2_PROMOTE");
 }
 
 }  // namespace
