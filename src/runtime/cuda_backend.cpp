@@ -168,7 +168,32 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
     r.tile.min_blocks = w->min_blocks;
     if (w->stages) r.tile.stages = w->stages;
   }
+  // The tile overrides are taken as given (a sweep must time what it names).
+  const bool overridden = decode_rows > 0 ? decode_tile_override().has_value() : tile_override().has_value();
+  if (!overridden) r = fit_shared_memory(r, device_info().max_shared_per_block);
   return r;
+}
+
+KernelSpec fit_shared_memory(KernelSpec spec, int max_bytes) {
+  TileConfig& t = spec.tile;
+  if (t.wgmma) return spec;
+  while (codegen::cuda::shared_memory_bytes(spec) > max_bytes) {
+    if (t.stages > 2) {
+      --t.stages;
+    } else if (t.block_k > 16 * t.key_warps) {  // each key-split warp keeps 16 keys at least
+      t.block_k /= 2;
+    } else if (t.key_warps > 1) {  // the same rows over half the warps, each with 16 keys
+      t.key_warps /= 2;
+      t.num_warps /= 2;
+      t.block_k /= 2;
+    } else if (t.num_warps > 1 && t.block_q > 16) {  // half the rows, the same rows per warp
+      t.block_q /= 2;
+      t.num_warps /= 2;
+    } else {
+      break;
+    }
+  }
+  return spec;
 }
 
 const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split,

@@ -47,6 +47,15 @@ struct LoadedModule {
 // The module of a resolved spec on the current device, compiled on first use (thread-safe).
 const LoadedModule& load_module(const KernelSpec& spec);
 
+// The spec with a tile that fits `max_bytes` of shared memory per block (the device's opt-in
+// limit). The tile pass sizes its tiles for Hopper's 227 KB: the mma.sync prefill tile at D = 128
+// takes 174 KB, over the A100's 163 KB, and decode tiles reach 198 KB. Where a tile does not fit,
+// it loses pipeline stages, then keys per tile, then key-split warps, then query rows (with
+// their warps), in that order, instead of the call being refused. Unchanged where it fits, for
+// the wgmma form (Hopper only, sized for it), and where nothing is left to shrink (load_module
+// then names the shortfall).
+KernelSpec fit_shared_memory(KernelSpec spec, int max_bytes);
+
 // Per-call overrides of the launch plan, for tests and benchmarks (defaults: the runtime decides).
 struct LaunchTuning {
   // Split-KV factor: 0 = chosen from the SM count and the lengths (passes/split_kv.hpp), 1 = no
