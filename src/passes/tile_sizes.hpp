@@ -154,10 +154,10 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    in three stages (198 KB, one block per SM; split or not). Fewer, larger copies and half the
 //    block barriers per byte; measured on the H200 against the 64-key tiles above (ms, 8B B1 /
 //    32k, B8 / 4k, B32 / 32k, 70B B1 / 32k): 0.0418 / 0.0408 / 1.018 / 0.0446 -> 0.0394 /
-//    0.0393 / 0.997 / 0.0415 (bench/results/2026-12-02-h200-session14/, call 3). Nsight at B32:
-//    L2 throughput 96% at 4.24 TB/s of DRAM reads, so wider tiles stop paying beyond this. Paged
-//    caches keep the 64-key tiles: with 128 keys, pages of 16 cost +27% at 70B B1 and the padded
-//    unsplit module +70% at B8 (same call).
+//    0.0393 / 0.997 / 0.0415 (bench/results/2026-12-02-h200-session14/, call 2). Nsight at B32:
+//    L2 throughput 96% at 4.24 TB/s of DRAM reads: the L2 now bounds the stream. Paged caches
+//    keep the 64-key tiles: with 128 keys (three stages) 70B B1 at pages of 16 was no faster
+//    (0.0478 against 0.0474 ms) and B8's unsplit padded module 65-69% slower (same call).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
