@@ -152,7 +152,9 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
     // page size is a multiple of 8 rows (page_tma): the cp.async fallback inside a TMA module
     // reads pages slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
     // bench/results/2026-12-02-h200-session13/call4/). (r's rope mode is all the rotation test reads.)
-    const bool tma = device_info().arch() >= 90 && decode_tma_enabled() && (kv == KvLayout::Contiguous || page_tma) &&
+    // sm_90 only: the copy-engine and mbarrier primitives are compiled for sm_90a alone
+    // (wgmma.cuh, ATTNFUSE_WGMMA), so on newer GPUs they would be empty and the tile never filled.
+    const bool tma = device_info().arch() == 90 && decode_tma_enabled() && (kv == KvLayout::Contiguous || page_tma) &&
                      !spec_.masks.has(MaskKind::Document) && spec_.score != ScoreKind::RopeWindow &&
                      !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 &&
                      (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);

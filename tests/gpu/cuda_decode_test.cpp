@@ -224,7 +224,7 @@ TEST_F(CudaDecode, LaunchPlanOfALlama3Step) {
   EXPECT_EQ(plan.module->spec.tile.block_k, wide ? 128 : 64);
   EXPECT_EQ(unsplit.module->spec.tile.stages, wide ? 3 : 2) << "the unsplit decode call's depth";
   const KernelSpec plain = cuda_spec(kCausal, DType::BF16, 128);
-  const bool hopper = runtime::device_info().arch() >= 90 && runtime::decode_tma_enabled();
+  const bool hopper = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled();
   EXPECT_EQ(runtime::cuda_kernel(plain).plan(in.device, plain.scalars).module->spec.tile.block_k, hopper ? 128 : 64)
       << "plain causal decode over a contiguous cache";
   EXPECT_GE(uint64_t{plan.grid[0]} * plan.grid[1] * plan.grid[2], uint64_t(8 * plan.num_splits));
@@ -455,9 +455,9 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
   const KernelSpec f16 = cuda_spec("softmax(softcap(alibi(causal(scaled_dot_product(Q, K))), 20)) @ V", DType::F16, 64);
   check_paged(f16, {{2000, 129, 64}, 32, Layout::HND, false, 4, 4, 2, std::nullopt}, rng_,
               {LaunchTuning{3, Variant::Decode}, LaunchTuning{0}});
-  // The module is the TMA form on sm_90 and later where the page size is a multiple of 8 (the
+  // The module is the TMA form on sm_90 where the page size is a multiple of 8 (the
   // runtime's choice, CudaKernel::resolved).
-  const bool tma = runtime::device_info().arch() >= 90 && runtime::decode_tma_enabled() &&
+  const bool tma = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled() &&
                    runtime::paged_tma_enabled();
   for (int64_t ps : {16, 12}) {
     const Dims d{1, 8, 2, 1, 300, 128};
