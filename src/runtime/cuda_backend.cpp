@@ -121,7 +121,7 @@ namespace {
 // Resident blocks per SM of a loaded kernel (shared memory, registers and threads bound it).
 int blocks_per_sm(const LoadedModule& m) {
   const DeviceInfo& dev = device_info();
-  int n = std::max(1, 2048 / std::max(m.threads, 32));
+  int n = std::max(1, std::min(dev.max_blocks_per_sm, dev.max_threads_per_sm / std::max(m.threads, 32)));
   if (dev.max_shared_per_sm > 0) n = std::min(n, dev.max_shared_per_sm / (m.smem + 1024));
   if (dev.registers_per_sm > 0 && m.registers > 0) {
     const int regs_per_warp = (m.registers * 32 + 255) / 256 * 256;  // allocation unit: 256 per warp

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <utility>
 
 #include "attnfuse/error.hpp"
 
@@ -94,6 +95,13 @@ Loaded load() {
   a.cuDeviceGetAttribute(&L.info.max_shared_per_block, kAttrMaxSharedPerBlockOptin, dev);
   a.cuDeviceGetAttribute(&L.info.max_shared_per_sm, kAttrMaxSharedPerMultiprocessor, dev);
   a.cuDeviceGetAttribute(&L.info.registers_per_sm, kAttrMaxRegistersPerMultiprocessor, dev);
+  // Occupancy limits (the split-KV choice counts resident blocks); the defaults stay if a driver
+  // does not answer.
+  for (auto [attr, field] : {std::pair{kAttrMaxThreadsPerMultiprocessor, &L.info.max_threads_per_sm},
+                             std::pair{kAttrMaxBlocksPerMultiprocessor, &L.info.max_blocks_per_sm}}) {
+    int v = 0;
+    if (a.cuDeviceGetAttribute(&v, attr, dev) == 0 && v > 0) *field = v;
+  }
   L.ctx = ctx;
   return L;
 }

@@ -30,6 +30,8 @@ inline constexpr int kAttrComputeCapabilityMinor = 76;
 inline constexpr int kAttrMaxSharedPerBlockOptin = 97;
 inline constexpr int kAttrMaxSharedPerMultiprocessor = 81;
 inline constexpr int kAttrMaxRegistersPerMultiprocessor = 82;
+inline constexpr int kAttrMaxThreadsPerMultiprocessor = 39;
+inline constexpr int kAttrMaxBlocksPerMultiprocessor = 106;
 inline constexpr int kFuncAttrLocalSizeBytes = 3;
 inline constexpr int kFuncAttrNumRegs = 4;
 inline constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
@@ -86,6 +88,8 @@ struct DeviceInfo {
   int max_shared_per_block = 0;
   int max_shared_per_sm = 0;
   int registers_per_sm = 0;
+  int max_threads_per_sm = 2048;  // 1536 on sm_86 / sm_89 / sm_120
+  int max_blocks_per_sm = 32;
   int arch() const { return sm_major * 10 + sm_minor; }
 };
 const DeviceInfo& device_info();
