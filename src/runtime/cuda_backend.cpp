@@ -312,12 +312,11 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars, pl.decode);
   const int64_t group = pl.decode ? ratio : 1;
   const int64_t decode_rows = pl.decode ? group * c.Nq : 0;
-  // Pages the decode tiles copy by TMA: whole boxes of 8 rows or more (FwdKernel::tma_kv), and
-  // only in split calls with short parts (the deep module below), whose blocks stage their page
-  // ids: a long part's lookups go to global memory from one warp, which measured 1-1.5% slower
-  // than the padded module's batched lookups at 8B B8 / 32k.
-  const bool page_tma = !args.paged || (args.paged->page_size() % 8 == 0 && paged_tma_enabled());
-  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false, !args.paged);
+  // A paged call copies its pages by TMA only in the deep module below (split calls with short
+  // parts, whose blocks stage their page ids); here, as for long parts, a warp's lookups would go
+  // to global memory, 1-1.5% slower than the padded module's batched ones at 8B B8 / 32k.
+  // (Contiguous caches ignore page_tma.)
+  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false, /*page_tma=*/false);
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
@@ -345,6 +344,8 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   const bool deep_fits = pl.kv_layout == KvLayout::Contiguous ||
                          (key_tiles + splits - 1) / std::max(splits, 1) <= passes::kPagedDeepMaxTiles;
   if (splits > 1 && decode_rows > 0 && deep_fits) {
+    // Pages go by TMA in whole boxes of 8 rows or more (FwdKernel::tma_kv).
+    const bool page_tma = !args.paged || (args.paged->page_size() % 8 == 0 && paged_tma_enabled());
     const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true, page_tma);
     if (&deep != m) {
       if (const int s = choose(deep); s > 1) m = &deep, splits = s;
