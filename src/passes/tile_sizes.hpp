@@ -150,14 +150,15 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    at 70B B1 / 32k (parts of ~11-16 tiles; session9/call4): the runtime gives paged split
 //    calls the deep tile only when a part streams at most kPagedDeepMaxTiles key tiles (70B B1:
 //    +12-14% -> +10% over contiguous at pages of 64; session12/call3).
-//  - `tma_contiguous` (Hopper copies K/V by TMA from a contiguous cache, D = 128): 128-key tiles
+//  - `wide_keys` (Hopper copies K/V by TMA, cuda_decode_wide_keys; D = 128): 128-key tiles
 //    in three stages (198 KB, one block per SM; split or not). Fewer, larger copies and half the
 //    block barriers per byte; measured on the H200 against the 64-key tiles above (ms, 8B B1 /
 //    32k, B8 / 4k, B32 / 32k, 70B B1 / 32k): 0.0418 / 0.0408 / 1.018 / 0.0446 -> 0.0394 /
 //    0.0393 / 0.997 / 0.0415 (bench/results/2026-12-02-h200-session14/, call 2). Nsight at B32:
 //    L2 throughput 96% at 4.24 TB/s of DRAM reads: the L2 now bounds the stream. Paged caches
-//    keep the 64-key tiles: with 128 keys (three stages) 70B B1 at pages of 16 was no faster
-//    (0.0478 against 0.0474 ms) and B8's unsplit padded module 65-69% slower (same call).
+//    take the 128-key tile only in the split call's deep module, the one that copies pages by
+//    TMA (cuda_decode_wide_keys): B8's unsplit padded module was 65-69% slower with it, while
+//    70B B1 at pages of 64 went 0.0468 -> 0.0452 ms (same call).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
@@ -167,8 +168,12 @@ inline constexpr int64_t kPagedDeepMaxTiles = 32;
 // tile's lookups are shared-memory loads instead of dependent global ones. 256 ids (1 KB) cover
 // a 32-tile part at pages of 8 keys or more and keep three two-stage D = 128 blocks per SM.
 inline constexpr int kCudaPageListSlots = 256;
+// Whether a Hopper decode tile takes 128 keys (cuda_decode_tile's `wide_keys`): K/V by TMA
+// (`tma`) from a contiguous cache, or from pages in a split call's deep module.
+constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool split) { return tma && (!paged || split); }
+
 constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split = false,
-                                      bool tma_contiguous = false) {
+                                      bool wide_keys = false) {
   TileConfig t;
   t.num_warps = 4;
   t.pack_gqa = true;
@@ -178,7 +183,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
     t.block_q = 16;
     t.key_warps = 4;
     if (split && head_dim <= 128) t.stages = 3;
-    if (tma_contiguous && head_dim == 128) t.block_k = 128, t.stages = 3;
+    if (wide_keys && head_dim == 128) t.block_k = 128, t.stages = 3;
   } else {
     t.block_q = 64;
     t.key_warps = 1;

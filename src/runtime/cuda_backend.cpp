@@ -159,7 +159,8 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
                      !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 &&
                      (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
     r.tile = decode_tile_override().value_or(
-        passes::cuda_decode_tile(spec_.head_dim, decode_rows, split, tma && kv == KvLayout::Contiguous));
+        passes::cuda_decode_tile(spec_.head_dim, decode_rows, split,
+                                 passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged, split)));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
   }
@@ -321,23 +322,29 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
   if (mask && !pl.decode && !args.cu_seqlens_q) return plan_sparse(pl, *m, c, *mask, tuning);
-  int64_t key_tiles = (c.mean_nk + bn - 1) / bn;
-  if (mask && mask->num_q_blocks() > 0) {
-    const int64_t rows = mask->batch() * mask->heads() * mask->num_q_blocks();
-    // Active key blocks per row, in tiles (a mask finer than the tile gives fractions of one).
-    const int64_t cols = static_cast<int64_t>(mask->csr().cols.size());
-    key_tiles = std::max<int64_t>(cols > 0, cols * mask->block_k() / (std::max<int64_t>(rows, 1) * bn));
-  }
+  // The key tiles a block visits with tiles of `block_k` keys.
+  const auto tiles_of = [&](int block_k) -> int64_t {
+    if (mask && mask->num_q_blocks() > 0) {
+      const int64_t rows = mask->batch() * mask->heads() * mask->num_q_blocks();
+      // Active key blocks per row, in tiles (a mask finer than the tile gives fractions of one).
+      const int64_t cols = static_cast<int64_t>(mask->csr().cols.size());
+      return std::max<int64_t>(cols > 0, cols * mask->block_k() / (std::max<int64_t>(rows, 1) * block_k));
+    }
+    return (c.mean_nk + block_k - 1) / block_k;
+  };
+  const int64_t key_tiles = tiles_of(bn);
   const int forced = tuning.num_splits > 0 ? tuning.num_splits
                                            : (pl.decode ? decode_splits_override().value_or(0) : 0);
   const auto choose = [&](const LoadedModule& k) {
     return forced > 0 ? forced
-                      : passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B, key_tiles,
-                                                   device_info().multiprocessors, blocks_per_sm(k)});
+                      : passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B,
+                                                   tiles_of(k.spec.tile.block_k), device_info().multiprocessors,
+                                                   blocks_per_sm(k)});
   };
   int splits = choose(*m);
   // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream
-  // few key tiles each. Same block shape, so only the split count is chosen again, for its occupancy.
+  // few key tiles each. Same rows, so only the split count is chosen again, for its occupancy and
+  // its key tiles (a paged call's deep module copies pages by TMA in Hopper's 128-key tiles).
   // Paged K/V only where the parts are short (kPagedDeepMaxTiles, judged on the two-stage split so
   // that longer calls never compile the deep module). (Wide and overridden tiles resolve to the
   // same module: nothing to redo.)
@@ -570,6 +577,13 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
 
   if (codegen::cuda::uses_tma(m.spec) && tma_enabled()) {
     const int bn = m.spec.tile.block_k;
+    // The decode stream reads each K/V byte once, so the L2 fetching 256 bytes around a request
+    // only adds fills where a D = 128 row's two 128-byte boxes arrive apart: with no promotion the
+    // H200 decodes 1.2-3.7% faster (8B B1 / 32k 0.0397 -> 0.0389 ms, B32 / 32k 0.9965 -> 0.9614,
+    // bench/results/2026-12-02-h200-session15/call1/). The wgmma prefill tile, which rereads K/V
+    // across query tiles, keeps the 256 bytes it was tuned with.
+    const auto l2 = static_cast<TmaL2Promotion>(tma_l2_promotion_override().value_or(
+        static_cast<int>(m.spec.tile.wgmma ? TmaL2Promotion::Bytes256 : TmaL2Promotion::None)));
     if (args.paged) {
       // The page tensors as [pages, Hkv, page_size, D] (page_stride_* is page, head, row), read
       // in boxes that never straddle a page: gcd(page_size, block_k) rows, at least 8 so that
@@ -578,11 +592,11 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
       const int box = static_cast<int>(std::gcd(ps, int64_t{bn}));
       p.tma_box_rows = box;
       p.tma_kv = box % 8 == 0 &&
-                 encode_tile_map(p.tma_k, p.k, spec_.dtype, pages, Hkv, ps, spec_.head_dim, p.page_stride_k, box) &&
-                 encode_tile_map(p.tma_v, p.v, spec_.dtype, pages, Hkv, ps, spec_.head_dim, p.page_stride_v, box);
+                 encode_tile_map(p.tma_k, p.k, spec_.dtype, pages, Hkv, ps, spec_.head_dim, p.page_stride_k, box, l2) &&
+                 encode_tile_map(p.tma_v, p.v, spec_.dtype, pages, Hkv, ps, spec_.head_dim, p.page_stride_v, box, l2);
     } else {
-      p.tma_kv = encode_tile_map(p.tma_k, p.k, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.k_stride, bn) &&
-                 encode_tile_map(p.tma_v, p.v, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.v_stride, bn);
+      p.tma_kv = encode_tile_map(p.tma_k, p.k, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.k_stride, bn, l2) &&
+                 encode_tile_map(p.tma_v, p.v, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.v_stride, bn, l2);
     }
   }
   p.num_splits = pl.num_splits;

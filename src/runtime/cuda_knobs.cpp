@@ -67,8 +67,8 @@ std::optional<int> parse_decode_splits_knob(const char* text) {
   return n;
 }
 
-int parse_tma_l2_promotion_knob(const char* text) {
-  if (empty(text)) return 3;
+std::optional<int> parse_tma_l2_promotion_knob(const char* text) {
+  if (empty(text)) return std::nullopt;
   const std::string v(text);
   if (v == "none") return 0;
   if (v == "64") return 1;
@@ -130,8 +130,8 @@ bool paged_tma_enabled() {
   return on;
 }
 
-int tma_l2_promotion() {
-  static const int v = parse_tma_l2_promotion_knob(std::getenv("ATTNFUSE_CUDA_TMA_L2_PROMOTE"));
+const std::optional<int>& tma_l2_promotion_override() {
+  static const std::optional<int> v = parse_tma_l2_promotion_knob(std::getenv("ATTNFUSE_CUDA_TMA_L2_PROMOTE"));
   return v;
 }
 

@@ -26,9 +26,10 @@ struct WgmmaTileKnob {
 };
 std::optional<WgmmaTileKnob> parse_wgmma_tile_knob(const char* text);
 // ATTNFUSE_CUDA_TMA_L2_PROMOTE=none|64|128|256: the L2 promotion of every tensor map (the bytes
-// the L2 fetches around a copy engine's request; default 256). Returns cuda.h's
-// CUtensorMapL2promotion value (0 none, 1, 2, 3 for 64, 128, 256 bytes); null or empty text: 3.
-int parse_tma_l2_promotion_knob(const char* text);
+// the L2 fetches around a copy engine's request), in place of the runtime's per-kernel choice
+// (CudaKernel::launch). Returns cuda.h's CUtensorMapL2promotion value (0 none, 1, 2, 3 for 64,
+// 128, 256 bytes); null or empty text: no override.
+std::optional<int> parse_tma_l2_promotion_knob(const char* text);
 
 // The knobs as this process's environment sets them.
 const std::optional<TileConfig>& tile_override();
@@ -44,7 +45,7 @@ bool decode_tma_enabled();
 // ATTNFUSE_CUDA_PAGED_TMA=0 keeps them on cp.async for paged caches only (the padded module, as
 // for page sizes that are not a multiple of 8).
 bool paged_tma_enabled();
-// The tensor maps' L2 promotion (parse_tma_l2_promotion_knob).
-int tma_l2_promotion();
+// The tensor maps' L2 promotion override (parse_tma_l2_promotion_knob).
+const std::optional<int>& tma_l2_promotion_override();
 
 }  // namespace attnfuse::runtime

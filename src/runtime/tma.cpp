@@ -5,20 +5,16 @@
 #include <cstring>
 
 #include "runtime/cuda_driver.hpp"
-#include "runtime/cuda_knobs.hpp"
 
 namespace attnfuse::runtime {
 namespace {
 
-// cuda.h enumerators (stable ABI values). The L2 promotion is a knob (tma_l2_promotion, 256 bytes
-// by default): a D = 128 row is 256 bytes read as two 128-byte boxes, so the first box's miss
-// brings the second's bytes too. Nsight puts the decode stream's limit in the L2
-// (bench/results/2026-12-02-h200-session14/call2/), which makes the setting worth an A/B.
+// cuda.h enumerators (stable ABI values).
 constexpr int kTmaBfloat16 = 9, kTmaFloat16 = 6;
 constexpr int kTmaInterleaveNone = 0, kTmaSwizzle128B = 3, kTmaOobFillZero = 0;
 
 bool encode_uncached(unsigned char* map, const void* base, DType dtype, int64_t B, int64_t H, int64_t N, int64_t D,
-                     const long long* strides, int box_rows) {
+                     const long long* strides, int box_rows, TmaL2Promotion l2) {
   const DriverApi& d = driver();
   if (!d.cuTensorMapEncodeTiled || (dtype != DType::BF16 && dtype != DType::F16)) return false;
   const auto g = tile_map_geometry(base, B, H, N, D, strides, box_rows);
@@ -28,7 +24,7 @@ bool encode_uncached(unsigned char* map, const void* base, DType dtype, int64_t 
   const CUresult r = d.cuTensorMapEncodeTiled(out, dtype == DType::BF16 ? kTmaBfloat16 : kTmaFloat16, 4,
                                               const_cast<void*>(base), g->dims, g->byte_strides, g->box,
                                               element_strides, kTmaInterleaveNone, kTmaSwizzle128B,
-                                              tma_l2_promotion(), kTmaOobFillZero);
+                                              static_cast<int>(l2), kTmaOobFillZero);
   if (r != 0) return false;
   std::memcpy(map, out, 128);
   return true;
@@ -42,6 +38,7 @@ struct MapKey {
   long long strides[3];
   int box_rows;
   DType dtype;
+  TmaL2Promotion l2;
   friend bool operator==(const MapKey&, const MapKey&) = default;
 };
 struct CachedMap {
@@ -76,10 +73,10 @@ std::optional<TileMapGeometry> tile_map_geometry(const void* base, int64_t B, in
 }
 
 bool encode_tile_map(unsigned char* map, const void* base, DType dtype, int64_t B, int64_t H, int64_t N, int64_t D,
-                     const long long* strides, int box_rows) {
+                     const long long* strides, int box_rows, TmaL2Promotion l2) {
   thread_local CachedMap cache[kCachedMaps];
   thread_local int used = 0, next = 0;
-  const MapKey key{base, B, H, N, D, {strides[0], strides[1], strides[2]}, box_rows, dtype};
+  const MapKey key{base, B, H, N, D, {strides[0], strides[1], strides[2]}, box_rows, dtype, l2};
   for (int i = 0; i < used; ++i)
     if (cache[i].key == key) {
       if (cache[i].ok) std::memcpy(map, cache[i].map, 128);
@@ -89,7 +86,7 @@ bool encode_tile_map(unsigned char* map, const void* base, DType dtype, int64_t 
   next = (next + 1) % kCachedMaps;
   if (used < kCachedMaps) ++used;
   slot.key = key;
-  slot.ok = encode_uncached(slot.map, base, dtype, B, H, N, D, strides, box_rows);
+  slot.ok = encode_uncached(slot.map, base, dtype, B, H, N, D, strides, box_rows, l2);
   if (slot.ok) std::memcpy(map, slot.map, 128);
   return slot.ok;
 }

@@ -142,7 +142,8 @@ void expect_compiles_without_spills(Group group) {
         const bool tma = v.decode_rows > 0 && v.arch == 90 && v.head_dim <= 128 &&
                          spec.score == ScoreKind::ScaledDot && !spec.masks.has(MaskKind::Document);
         if (v.decode_rows > 0)
-          spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split, tma && !v.paged);
+          spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split,
+                                                  passes::cuda_decode_wide_keys(tma, v.paged, v.split));
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         spec.tile.tma_kv = tma;

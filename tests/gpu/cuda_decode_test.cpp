@@ -360,9 +360,10 @@ void check_paged(const KernelSpec& spec, const PagedCase& c, std::mt19937_64& rn
                        paged.out.begin() + static_cast<std::ptrdiff_t>(size_t(o.b + 1) * rows * size_t(D)));
       slice.lse.assign(paged.lse.begin() + static_cast<std::ptrdiff_t>(size_t(o.b) * rows),
                        paged.lse.begin() + static_cast<std::ptrdiff_t>(size_t(o.b + 1) * rows));
-      // Same key tile, same arithmetic: the same bits. Hopper's contiguous D = 128 decode tile
-      // reads 128 keys per step where paged caches keep 64 (passes::cuda_decode_tile), so there
-      // the two sum in another order and agree to rounding.
+      // Same key tile, same arithmetic: the same bits. Hopper's D = 128 decode tile reads 128
+      // keys per step from contiguous caches but from pages only in a split call's TMA module
+      // (passes::cuda_decode_wide_keys); elsewhere paged calls keep 64, sum in another order and
+      // agree to rounding.
       const int contiguous_bk =
           runtime::cuda_kernel(contiguous_spec).plan(o.args, spec.scalars, t).module->spec.tile.block_k;
       if (contiguous_bk == plan.module->spec.tile.block_k)
@@ -442,8 +443,8 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
   // (attention_fwd.cuh, tma_kv): 8-row boxes (pages of 8 and 24), 32-row ones, and pages of 128
   // and 256 that hold two and four 64-key tiles. Last pages end short over a pool of NaN, which
   // the boxes read and zero_tail_rows clears in V. Pages of 12 (boxes of 4 rows) take the cp.async
-  // module. Each case against contiguous calls (which take TMA too, with 128-key tiles at D = 128:
-  // equal to rounding there, bit for bit at D = 64).
+  // module. Each case against contiguous calls (which take TMA too, with 128-key tiles at D = 128,
+  // as the split paged calls do: bit for bit where both take the same tile, else to rounding).
   TRACE_SEED();
   const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
   const std::vector<LaunchTuning> splits = {LaunchTuning{1, Variant::Decode}, LaunchTuning{5, Variant::Decode},
@@ -460,13 +461,15 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
   const bool tma = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled() &&
                    runtime::paged_tma_enabled();
   for (int64_t ps : {16, 12}) {
-    const Dims d{1, 8, 2, 1, 300, 128};
+    const Dims d{1, 8, 2, 1, 700, 128};
     Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
-    const PagedInputs p = make_paged(spec.dtype, Layout::NHD, {300}, ps, 2, 128, false, rng_);
+    const PagedInputs p = make_paged(spec.dtype, Layout::NHD, {700}, ps, 2, 128, false, rng_);
     in.device.paged = p.device;
     const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{0});
-    EXPECT_GT(plan.num_splits, 1);  // 5 key tiles over 2 KV heads: short parts
+    EXPECT_GT(plan.num_splits, 1);  // 6 key tiles of 128 (11 of 64) over 2 KV heads: short parts
     EXPECT_EQ(plan.module->spec.tile.tma_kv, tma && ps % 8 == 0) << "pages of " << ps;
+    // The TMA module reads Hopper's 128-key tiles (passes::cuda_decode_wide_keys), the cp.async one 64.
+    EXPECT_EQ(plan.module->spec.tile.block_k, tma && ps % 8 == 0 ? 128 : 64) << "pages of " << ps;
     const LaunchPlan whole = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1, Variant::Decode});
     EXPECT_FALSE(whole.module->spec.tile.tma_kv) << "an unsplit paged call keeps the padded module";
   }

@@ -14,8 +14,8 @@ TEST(CudaKnobs, UnsetOrEmptyMeansNoOverride) {
   EXPECT_FALSE(parse_wgmma_tile_knob(""));
   EXPECT_FALSE(parse_decode_splits_knob(nullptr));
   EXPECT_FALSE(parse_decode_splits_knob(""));
-  EXPECT_EQ(parse_tma_l2_promotion_knob(nullptr), 3);  // 256 bytes, the default
-  EXPECT_EQ(parse_tma_l2_promotion_knob(""), 3);
+  EXPECT_FALSE(parse_tma_l2_promotion_knob(nullptr));  // the runtime's per-kernel choice
+  EXPECT_FALSE(parse_tma_l2_promotion_knob(""));
 }
 
 TEST(CudaKnobs, WellFormedValuesBecomeTiles) {

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One device call (fifteenth session) that checks and times two decode changes:
+#   - decode tensor maps with no L2 promotion (the wgmma prefill keeps 256 bytes): the call before
+#     measured 1.2-3.7% with the knob; confirmed here against the knob set back to 256;
+#   - paged split calls' TMA module reading Hopper's 128-key tile (passes::cuda_decode_wide_keys),
+#     against the build before it (.devcarry-base) with the same L2 setting, so only the tile differs;
+# then the GPU tests these touch, and the decode and paged sweeps with peers at the new defaults.
+# Everything lands in $OUT/digest.txt and $OUT/logs.tgz (the device returns at most 8 files).
+# Expects .devcarry/ and .devcarry-base/ from bench/make_device_carry.sh.
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
+L=.devcarry/lib/libattnfuse_c.so
+W=$(mktemp -d)
+D="$OUT/digest.txt"
+: > "$D"
+say() { echo "$*" | tee -a "$D"; }
+
+say "== 1. GPU tests: paged decode, the decode launch plan"
+timeout 200 .devcarry/test_gpu --gtest_filter='CudaDecode.Paged*:CudaDecode.LaunchPlanOfALlama3Step' \
+  > "$W/tests.log" 2>&1
+say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests.log" | head -20 >> "$D"
+
+say "== 2. paged: 64-key (base) against 128-key (new) TMA module, both without L2 promotion"
+OUT=$W/paged_ab SUITE=paged ROUNDS=2 timeout 150 bash bench/run_gpu_decode_ab.sh \
+  base=.devcarry-base+ATTNFUSE_CUDA_TMA_L2_PROMOTE=none new=.devcarry 2>&1 | tee -a "$D"
+
+say "== 3. decode: no L2 promotion (new default) against 256 bytes"
+OUT=$W/l2_ab SUITE=decode ROUNDS=2 timeout 130 bash bench/run_gpu_decode_ab.sh \
+  new=.devcarry p256=.devcarry+ATTNFUSE_CUDA_TMA_L2_PROMOTE=256 2>&1 | tee -a "$D"
+
+say "== 4. full decode sweep with peers"
+timeout 200 python3 bench/gpu_decode.py --lib $L --suite decode --out "$W/full" > "$W/decode_full.log" 2>&1
+say "rc=$?"; grep -vE "^#" "$W/full/decode.txt" 2>/dev/null | tee -a "$D" | tail -0
+cp "$W/full/decode.txt" "$OUT/decode_full.txt" 2>/dev/null; cp "$W/full/decode.json" "$OUT/decode_full.json" 2>/dev/null
+
+say "== 5. paged sweep (quick) with the contiguous call beside it"
+timeout 80 python3 bench/gpu_decode.py --lib $L --suite paged --quick --out "$W/paged" > "$W/paged.log" 2>&1
+say "rc=$?"; grep -E " attnfuse" "$W/paged.log" | tee -a "$D"
+
+say "== 6. the CudaRope tests the call before did not reach (prefill shapes), in the time left"
+tar czf "$OUT/logs.tgz" -C "$W" .
+left=$((560 - SECONDS)); [ $left -lt 10 ] && left=10
+timeout $left .devcarry/test_gpu --gtest_filter='CudaRope.RopeWindow*:CudaRope.AutoPlacement*:CudaRope.SanitizerSubset:CudaRope.OddRotary*' \
+  > "$W/rope_tests.log" 2>&1
+say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/rope_tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED' "$W/rope_tests.log" >> "$D"
+
+tar czf "$OUT/logs.tgz" -C "$W" .
