@@ -40,7 +40,7 @@ say "rc=$?"; grep -E " attnfuse" "$W/paged.log" | tee -a "$D"
 
 say "== 6. the CudaRope tests the call before did not reach (prefill shapes), in the time left"
 tar czf "$OUT/logs.tgz" -C "$W" .
-left=$((560 - SECONDS)); [ $left -lt 10 ] && left=10
+left=$((470 - SECONDS)); [ $left -lt 10 ] && left=10
 timeout $left .devcarry/test_gpu --gtest_filter='CudaRope.RopeWindow*:CudaRope.AutoPlacement*:CudaRope.SanitizerSubset:CudaRope.OddRotary*' \
   > "$W/rope_tests.log" 2>&1
 say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/rope_tests.log" | tr '\n' ' ')"
