@@ -349,7 +349,8 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   // that longer calls never compile the deep module). (Wide and overridden tiles resolve to the
   // same module: nothing to redo.)
   const bool deep_fits = pl.kv_layout == KvLayout::Contiguous ||
-                         (key_tiles + splits - 1) / std::max(splits, 1) <= passes::kPagedDeepMaxTiles;
+                         (key_tiles + splits - 1) / std::max(splits, 1) <=
+                             paged_deep_max_tiles_override().value_or(passes::kPagedDeepMaxTiles);
   if (splits > 1 && decode_rows > 0 && deep_fits) {
     // Pages go by TMA in whole boxes of 8 rows or more (FwdKernel::tma_kv).
     const bool page_tma = !args.paged || (args.paged->page_size() % 8 == 0 && paged_tma_enabled());

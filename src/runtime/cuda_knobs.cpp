@@ -67,6 +67,16 @@ std::optional<int> parse_decode_splits_knob(const char* text) {
   return n;
 }
 
+std::optional<int64_t> parse_paged_deep_max_tiles_knob(const char* text) {
+  if (empty(text)) return std::nullopt;
+  long long n = 0;
+  char tail = 0;
+  if (std::sscanf(text, "%lld%c", &n, &tail) != 1 || n < 1)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("ATTNFUSE_CUDA_PAGED_DEEP_MAX_TILES='{}' is not a tile count of 1 or more", text));
+  return n;
+}
+
 std::optional<int> parse_tma_l2_promotion_knob(const char* text) {
   if (empty(text)) return std::nullopt;
   const std::string v(text);
@@ -102,6 +112,12 @@ const std::optional<TileConfig>& decode_tile_override() {
 
 const std::optional<int>& decode_splits_override() {
   static const std::optional<int> n = parse_decode_splits_knob(std::getenv("ATTNFUSE_CUDA_DECODE_SPLITS"));
+  return n;
+}
+
+const std::optional<int64_t>& paged_deep_max_tiles_override() {
+  static const std::optional<int64_t> n =
+      parse_paged_deep_max_tiles_knob(std::getenv("ATTNFUSE_CUDA_PAGED_DEEP_MAX_TILES"));
   return n;
 }
 

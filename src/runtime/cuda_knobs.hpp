@@ -3,6 +3,7 @@
 // text. Malformed values throw Error(Unsupported) naming the knob and its format.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <utility>
 
@@ -19,6 +20,9 @@ std::optional<TileConfig> parse_decode_tile_knob(const char* text);
 // ATTNFUSE_CUDA_DECODE_SPLITS=n (1-128) fixes the split count of decode-variant calls that do not
 // set LaunchTuning::num_splits (the sweeps' way to try counts the split pass would not choose).
 std::optional<int> parse_decode_splits_knob(const char* text);
+// ATTNFUSE_CUDA_PAGED_DEEP_MAX_TILES=n (n >= 1) replaces passes::kPagedDeepMaxTiles: a paged split
+// call takes the deep (on Hopper: TMA, 128-key) module when its parts stream at most n 64-key tiles.
+std::optional<int64_t> parse_paged_deep_max_tiles_knob(const char* text);
 // ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks[,stages] replaces those choices of the Hopper form's
 // prefill tile (block_k 64 or 128, 1-3 blocks per SM, 3 or 4 K/V stages; stages 0: the pass's).
 struct WgmmaTileKnob {
@@ -35,6 +39,7 @@ std::optional<int> parse_tma_l2_promotion_knob(const char* text);
 const std::optional<TileConfig>& tile_override();
 const std::optional<TileConfig>& decode_tile_override();
 const std::optional<int>& decode_splits_override();
+const std::optional<int64_t>& paged_deep_max_tiles_override();
 const std::optional<WgmmaTileKnob>& wgmma_tile_override();
 // ATTNFUSE_CUDA_WGMMA=0 keeps the prefill kernel in its mma.sync form on Hopper;
 // ATTNFUSE_CUDA_TMA=0 keeps the wgmma form's K/V loads on cp.async.

@@ -14,6 +14,8 @@ TEST(CudaKnobs, UnsetOrEmptyMeansNoOverride) {
   EXPECT_FALSE(parse_wgmma_tile_knob(""));
   EXPECT_FALSE(parse_decode_splits_knob(nullptr));
   EXPECT_FALSE(parse_decode_splits_knob(""));
+  EXPECT_FALSE(parse_paged_deep_max_tiles_knob(nullptr));
+  EXPECT_FALSE(parse_paged_deep_max_tiles_knob(""));
   EXPECT_FALSE(parse_tma_l2_promotion_knob(nullptr));  // the runtime's per-kernel choice
   EXPECT_FALSE(parse_tma_l2_promotion_knob(""));
 }
@@ -49,6 +51,8 @@ TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
   EXPECT_EQ(three->stages, 3);
   EXPECT_EQ(parse_decode_splits_knob("1"), 1);
   EXPECT_EQ(parse_decode_splits_knob("128"), 128);
+  EXPECT_EQ(parse_paged_deep_max_tiles_knob("1"), 1);
+  EXPECT_EQ(parse_paged_deep_max_tiles_knob("1000000"), 1000000);
   EXPECT_EQ(parse_tma_l2_promotion_knob("none"), 0);
   EXPECT_EQ(parse_tma_l2_promotion_knob("64"), 1);
   EXPECT_EQ(parse_tma_l2_promotion_knob("128"), 2);
@@ -74,6 +78,8 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
     refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");
   for (const char* bad : {"0", "129", "-4", "8,", "8x", "x"})
     refused(parse_decode_splits_knob, bad, "ATTNFUSE_CUDA_DECODE_SPLITS");
+  for (const char* bad : {"0", "-1", "32,", "3x", "x"})
+    refused(parse_paged_deep_max_tiles_knob, bad, "ATTNFUSE_CUDA_PAGED_DEEP_MAX_TILES");
   for (const char* bad : {"0", "32", "512", "256 ", "None", "L2_256B"})
     refused(parse_tma_l2_promotion_knob, bad, "ATTNFUSE_CUDA_TMA_L2_PROMOTE");
 }
