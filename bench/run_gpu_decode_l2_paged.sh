@@ -6,7 +6,8 @@
 #     against the build before it (.devcarry-base) with the same L2 setting, so only the tile differs;
 # then the GPU tests these touch, and the decode and paged sweeps with peers at the new defaults.
 # Everything lands in $OUT/digest.txt and $OUT/logs.tgz (the device returns at most 8 files).
-# Expects .devcarry/ and .devcarry-base/ from bench/make_device_carry.sh.
+# Expects .devcarry/ and .devcarry-base/ from bench/make_device_carry.sh. CAP (480): the seconds after
+# which the last step (the CudaRope tests) is not started.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 L=.devcarry/lib/libattnfuse_c.so
@@ -38,7 +39,7 @@ cp "$W/full/decode.txt" "$OUT/decode_full.txt" 2>/dev/null; cp "$W/full/decode.j
 
 say "== 5. the CudaRope tests the call before did not reach (prefill shapes), in the time left"
 tar czf "$OUT/logs.tgz" -C "$W" .
-left=$((480 - SECONDS)); [ $left -lt 60 ] && left=1
+left=$((${CAP:-480} - SECONDS)); [ $left -lt 60 ] && left=1
 timeout $left .devcarry/test_gpu --gtest_filter='CudaRope.RopeWindow*:CudaRope.AutoPlacement*:CudaRope.SanitizerSubset:CudaRope.OddRotary*' \
   > "$W/rope_tests.log" 2>&1
 say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/rope_tests.log" | tr '\n' ' ')"
