@@ -157,8 +157,10 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    0.0393 / 0.997 / 0.0415 (bench/results/2026-12-02-h200-session14/, call 2). Nsight at B32:
 //    L2 throughput 96% at 4.24 TB/s of DRAM reads: the L2 now bounds the stream. Paged caches
 //    take the 128-key tile only in the split call's deep module, the one that copies pages by
-//    TMA (cuda_decode_wide_keys): B8's unsplit padded module was 65-69% slower with it, while
-//    70B B1 at pages of 64 went 0.0468 -> 0.0452 ms (same call).
+//    TMA, and only in boxes of 64 rows or more (cuda_decode_wide_keys): B8's unsplit padded
+//    module was 65-69% slower with it; at pages of 64 8B B8 / 32k went 0.2831 -> 0.2506 ms and
+//    70B B1 / 32k 0.0457 -> 0.0433, at pages of 16 both were slower (0.2787 -> 0.3175, 0.0466 ->
+//    0.0471; bench/results/2026-12-02-h200-session15/call2/).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
@@ -169,8 +171,11 @@ inline constexpr int64_t kPagedDeepMaxTiles = 32;
 // a 32-tile part at pages of 8 keys or more and keep three two-stage D = 128 blocks per SM.
 inline constexpr int kCudaPageListSlots = 256;
 // Whether a Hopper decode tile takes 128 keys (cuda_decode_tile's `wide_keys`): K/V by TMA
-// (`tma`) from a contiguous cache, or from pages in a split call's deep module.
-constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool split) { return tma && (!paged || split); }
+// (`tma`) from a contiguous cache, or from pages in a split call's deep module where the copy
+// engine's boxes hold 64 rows or more (`large_boxes`: page sizes that are multiples of 64).
+constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool split, bool large_boxes) {
+  return tma && (!paged || (split && large_boxes));
+}
 
 constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split = false,
                                       bool wide_keys = false) {

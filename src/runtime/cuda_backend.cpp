@@ -142,25 +142,32 @@ RopeMode CudaKernel::default_mode() const {
   return spec_.rope_mode == RopeMode::Auto ? RopeMode::Fused : spec_.rope_mode;
 }
 
-KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split, bool page_tma) const {
+bool CudaKernel::decode_tma(RopeMode mode, KvLayout kv, PageCopy pages) const {
+  // Hopper: K/V by TMA where the tiles are plain copies (no documents, no rotation or pair
+  // pruning in shared memory, whole 64-dim column blocks), and for paged caches only where the
+  // page size is a multiple of 8 rows: the cp.async fallback inside a TMA module reads pages
+  // slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
+  // bench/results/2026-12-02-h200-session13/call4/).
+  // sm_90 only: the copy-engine and mbarrier primitives are compiled for sm_90a alone
+  // (wgmma.cuh, ATTNFUSE_WGMMA), so on newer GPUs they would be empty and the tile never filled.
+  KernelSpec r = spec_;  // (its rope mode is all the rotation test reads)
+  r.rope_mode = mode;
+  return device_info().arch() == 90 && decode_tma_enabled() &&
+         (kv == KvLayout::Contiguous || pages != PageCopy::CpAsync) && !spec_.masks.has(MaskKind::Document) &&
+         spec_.score != ScoreKind::RopeWindow && !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 &&
+         spec_.head_dim <= 128 && (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
+}
+
+KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split, PageCopy pages) const {
   KernelSpec r = spec_;
   r.rope_mode = mode;
   r.kv_layout = kv;
   if (decode_rows > 0) {
-    // Hopper: K/V by TMA where the tiles are plain copies (no documents, no rotation or pair
-    // pruning in shared memory, whole 64-dim column blocks), and for paged caches only where the
-    // page size is a multiple of 8 rows (page_tma): the cp.async fallback inside a TMA module
-    // reads pages slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
-    // bench/results/2026-12-02-h200-session13/call4/). (r's rope mode is all the rotation test reads.)
-    // sm_90 only: the copy-engine and mbarrier primitives are compiled for sm_90a alone
-    // (wgmma.cuh, ATTNFUSE_WGMMA), so on newer GPUs they would be empty and the tile never filled.
-    const bool tma = device_info().arch() == 90 && decode_tma_enabled() && (kv == KvLayout::Contiguous || page_tma) &&
-                     !spec_.masks.has(MaskKind::Document) && spec_.score != ScoreKind::RopeWindow &&
-                     !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 &&
-                     (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
+    const bool tma = decode_tma(mode, kv, pages);
     r.tile = decode_tile_override().value_or(
         passes::cuda_decode_tile(spec_.head_dim, decode_rows, split,
-                                 passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged, split)));
+                                 passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged, split,
+                                                               pages == PageCopy::TmaLargeBoxes)));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
   }
@@ -200,14 +207,14 @@ KernelSpec fit_shared_memory(KernelSpec spec, int max_bytes) {
 }
 
 const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split,
-                                       bool page_tma) const {
+                                       PageCopy pages) const {
   // prefill, narrow or wide decode tile, narrow decode tile of a split call
   const int shape = decode_rows <= 0 ? 0 : (decode_rows > 16 ? 2 : (split ? 3 : 1));
-  const int kv_slot = kv == KvLayout::Contiguous ? 0 : (page_tma ? 1 : 2);
+  const int kv_slot = kv == KvLayout::Contiguous ? 0 : 1 + static_cast<int>(pages);
   auto& slot = variants_[static_cast<int>(mode) + 3 * shape + 12 * kv_slot];
   if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
   const LoadedModule& m =
-      load_module(resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3, page_tma));
+      load_module(resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3, pages));
   slot.store(&m, std::memory_order_release);
   return m;
 }
@@ -313,11 +320,10 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars, pl.decode);
   const int64_t group = pl.decode ? ratio : 1;
   const int64_t decode_rows = pl.decode ? group * c.Nq : 0;
-  // A paged call copies its pages by TMA only in the deep module below (split calls with short
-  // parts, whose blocks stage their page ids); here, as for long parts, a warp's lookups would go
-  // to global memory, 1-1.5% slower than the padded module's batched ones at 8B B8 / 32k.
-  // (Contiguous caches ignore page_tma.)
-  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false, /*page_tma=*/false);
+  // A paged call copies its pages by TMA only in the deep module below (split calls); here a
+  // warp's lookups would go to global memory, 1-1.5% slower than the padded module's batched ones
+  // at 8B B8 / 32k in 64-key tiles. (Contiguous caches ignore the page copy.)
+  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false, PageCopy::CpAsync);
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
@@ -344,17 +350,29 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   int splits = choose(*m);
   // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream
   // few key tiles each. Same rows, so only the split count is chosen again, for its occupancy and
-  // its key tiles (a paged call's deep module copies pages by TMA in Hopper's 128-key tiles).
-  // Paged K/V only where the parts are short (kPagedDeepMaxTiles, judged on the two-stage split so
-  // that longer calls never compile the deep module). (Wide and overridden tiles resolve to the
-  // same module: nothing to redo.)
-  const bool deep_fits = pl.kv_layout == KvLayout::Contiguous ||
-                         (key_tiles + splits - 1) / std::max(splits, 1) <=
-                             paged_deep_max_tiles_override().value_or(passes::kPagedDeepMaxTiles);
+  // its key tiles. Paged K/V, on Hopper by TMA (pages of a multiple of 8 rows):
+  //  - in boxes of 8-32 rows, the deep module (64-key tiles) only where the parts are short
+  //    (kPagedDeepMaxTiles, judged on the two-stage split so that longer calls never compile it);
+  //  - in boxes of 64 rows or more at D = 128, the narrow deep module reads 128-key tiles whatever
+  //    the parts' length. On the H200 (bench/results/2026-12-02-h200-session15/call2/), pages of 64:
+  //    8B B8 / 32k 0.2831 -> 0.2506 ms (contiguous 0.2449), 70B B1 / 32k 0.0457 -> 0.0433
+  //    (contiguous 0.0411); pages of 16 in 128-key tiles were slower (B8 0.2787 -> 0.3175, 70B
+  //    0.0466 -> 0.0471), so they keep the rule above.
+  // (Wide and overridden tiles resolve to the same module: nothing to redo.)
+  PageCopy pages = PageCopy::TmaSmallBoxes;
+  if (args.paged) {
+    const int64_t ps = args.paged->page_size();
+    pages = ps % 8 != 0 || !paged_tma_enabled() ? PageCopy::CpAsync
+            : ps % 64 == 0                      ? PageCopy::TmaLargeBoxes
+                                                : PageCopy::TmaSmallBoxes;
+  }
+  const bool long_parts_ok = pl.kv_layout == KvLayout::Contiguous ||
+                             (pages == PageCopy::TmaLargeBoxes && spec_.head_dim == 128 && decode_rows <= 16 &&
+                              decode_tma(pl.rope_mode, pl.kv_layout, pages));
+  const bool deep_fits = long_parts_ok || (key_tiles + splits - 1) / std::max(splits, 1) <=
+                                              paged_deep_max_tiles_override().value_or(passes::kPagedDeepMaxTiles);
   if (splits > 1 && decode_rows > 0 && deep_fits) {
-    // Pages go by TMA in whole boxes of 8 rows or more (FwdKernel::tma_kv).
-    const bool page_tma = !args.paged || (args.paged->page_size() % 8 == 0 && paged_tma_enabled());
-    const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true, page_tma);
+    const LoadedModule& deep = module(pl.rope_mode, decode_rows, pl.kv_layout, true, pages);
     if (&deep != m) {
       if (const int s = choose(deep); s > 1) m = &deep, splits = s;
     }

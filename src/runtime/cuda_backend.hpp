@@ -69,6 +69,13 @@ struct LaunchTuning {
   bool combine_kernel = false;
 };
 
+// How a paged call's decode tiles copy its pages (contiguous caches ignore it). On Hopper by TMA,
+// in boxes of gcd(page_size, block_k) rows: page sizes that are multiples of 8 give boxes of 8-32
+// rows, multiples of 64 boxes of 64 rows or more, where a split call reads Hopper's 128-key tile
+// (passes::cuda_decode_wide_keys) even over long parts. cp.async into padded tiles: other page
+// sizes, and every unsplit call (CudaKernel::plan says why).
+enum class PageCopy { TmaSmallBoxes, CpAsync, TmaLargeBoxes };
+
 // Queries per call up to which the runtime picks the decode variant (speculative decoding
 // drafts up to 16 tokens).
 inline constexpr int64_t kDecodeMaxQueries = 16;
@@ -112,25 +119,27 @@ class CudaKernel {
   RopeMode rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars, bool decode) const;
   // The module of one variant: rope placement x tile (prefill; decode, GQA-packed, for
   // decode_rows = group x Nq > 0: narrow up to 16 rows, wide beyond; `split`: the narrow tile of
-  // a call that splits its key axis, passes::cuda_decode_tile) x K/V layout. `page_tma`: a paged
-  // call whose pages the decode tiles can copy by TMA (page_size a multiple of 8 rows); other
-  // page sizes take the cp.async module.
+  // a call that splits its key axis, passes::cuda_decode_tile) x K/V layout x, for paged K/V,
+  // how the decode tiles copy the pages (PageCopy).
   const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false,
-                             bool page_tma = true) const;
+                             PageCopy pages = PageCopy::TmaSmallBoxes) const;
   RopeMode default_mode() const;
   int registers() const { return module(default_mode(), 0, KvLayout::Contiguous).registers; }
   CUfunction function() const { return module(default_mode(), 0, KvLayout::Contiguous).fwd; }
 
  private:
-  KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false, bool page_tma = true) const;
+  KernelSpec resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false,
+                      PageCopy pages = PageCopy::TmaSmallBoxes) const;
+  // Whether the decode tiles of this placement and K/V layout copy K/V by TMA (no compile).
+  bool decode_tma(RopeMode mode, KvLayout kv, PageCopy pages) const;
   KernelSpec spec_;
   // The prerotated prefill takes the wgmma form on this device (fixed per kernel: decided once
   // here rather than by resolving a spec copy on every auto-placement call).
   bool prerotate_wgmma_ = false;
   // Indexed by RopeMode + 3 * tile (prefill, narrow / wide decode, narrow split decode) +
-  // 12 * K/V (contiguous, paged, paged without TMA); each compiled on first use. Specs that
+  // 12 * K/V (contiguous, then paged by PageCopy); each compiled on first use. Specs that
   // resolve alike share one module.
-  mutable std::atomic<const LoadedModule*> variants_[36];
+  mutable std::atomic<const LoadedModule*> variants_[48];
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).

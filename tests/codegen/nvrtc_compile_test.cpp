@@ -77,6 +77,7 @@ struct Variant {
   int decode_rows = 0;  // > 0: the decode tile for this many rows (passes::cuda_decode_tile)
   bool paged = false;
   bool split = false;  // the narrow decode tile of a split call (three stages)
+  bool large_boxes = false;  // paged split on sm_90: pages in TMA boxes of 64 rows (128-key tiles)
 };
 
 // The variants of one group: the plain programs' prefill tiles, the rope programs' prefill
@@ -117,8 +118,14 @@ std::vector<Variant> variants_of(Group group) {
                             std::string_view(p).find("rope_window") == std::string_view::npos;
           for (bool split : {false, true})
             for (int arch : {80, 90})
-              if ((arch == 90 || (d == 128 && rows == 0)) && (!split || deep))
+              if ((arch == 90 || (d == 128 && rows == 0)) && (!split || deep)) {
                 variants.push_back({p, t, d, arch, RopeMode::Fused, rows, paged, split});
+                // Pages in boxes of 64 rows: the 128-key tile where the copy engine takes K/V (the
+                // plain scores; passes::cuda_decode_wide_keys).
+                if (paged && split && arch == 90 && d == 128 &&
+                    std::string_view(p).find("scaled_dot_product") != std::string_view::npos)
+                  variants.push_back({p, t, d, arch, RopeMode::Fused, rows, paged, split, true});
+              }
         }
   return variants;
 }
@@ -143,7 +150,7 @@ void expect_compiles_without_spills(Group group) {
                          spec.score == ScoreKind::ScaledDot && !spec.masks.has(MaskKind::Document);
         if (v.decode_rows > 0)
           spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split,
-                                                  passes::cuda_decode_wide_keys(tma, v.paged, v.split));
+                                                  passes::cuda_decode_wide_keys(tma, v.paged, v.split, v.large_boxes));
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         spec.tile.tma_kv = tma;
@@ -161,9 +168,9 @@ void expect_compiles_without_spills(Group group) {
   std::string table;
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={} split={}", v.program,
-                             dtype_name(v.dtype), v.head_dim, v.arch, rope_mode_name(v.mode), v.decode_rows, v.paged,
-                             v.split));
+    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={} split={} large_boxes={}",
+                             v.program, dtype_name(v.dtype), v.head_dim, v.arch, rope_mode_name(v.mode),
+                             v.decode_rows, v.paged, v.split, v.large_boxes));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
@@ -180,7 +187,8 @@ void expect_compiles_without_spills(Group group) {
       table += fmt::format("  {:>4} D={:<3}   - / {:>3}  {}  [{}{}]\n", dtype_name(v.dtype), v.head_dim,
                            results[i].registers, v.program,
                            v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
-                           std::string(v.paged ? ", paged" : "") + (v.split ? ", split" : ""));
+                           std::string(v.paged ? ", paged" : "") + (v.split ? ", split" : "") +
+                               (v.large_boxes ? ", 64-row boxes" : ""));
   }
   std::cout << "registers per variant (sm_80 / sm_90):\n" << table;
   if (const char* path = std::getenv("ATTNFUSE_REGISTER_TABLE")) std::ofstream(path, std::ios::app) << table;

@@ -362,8 +362,8 @@ void check_paged(const KernelSpec& spec, const PagedCase& c, std::mt19937_64& rn
                        paged.lse.begin() + static_cast<std::ptrdiff_t>(size_t(o.b + 1) * rows));
       // Same key tile, same arithmetic: the same bits. Hopper's D = 128 decode tile reads 128
       // keys per step from contiguous caches but from pages only in a split call's TMA module
-      // (passes::cuda_decode_wide_keys); elsewhere paged calls keep 64, sum in another order and
-      // agree to rounding.
+      // with boxes of 64 rows or more (passes::cuda_decode_wide_keys); elsewhere paged calls keep
+      // 64, sum in another order and agree to rounding.
       const int contiguous_bk =
           runtime::cuda_kernel(contiguous_spec).plan(o.args, spec.scalars, t).module->spec.tile.block_k;
       if (contiguous_bk == plan.module->spec.tile.block_k)
@@ -412,13 +412,19 @@ TEST_F(CudaDecode, PagedSplitCallsTakeTheDeepTileOnlyForShortParts) {
   // Llama-3-70B decode (64 query heads over 8 KV heads, one sequence, 32k cache) splits into
   // parts of few key tiles: the paged call takes the three-stage tile, as the contiguous one
   // does. Eight Llama-3-8B sequences split into long parts and keep two stages
-  // (passes::kPagedDeepMaxTiles). The forced split count of 3 gives long parts, 64 short ones.
+  // (passes::kPagedDeepMaxTiles) at pages of 16; at pages of 64, where Hopper's copy engine reads
+  // 128-key tiles in boxes of 64 rows, they take the deep module all the same
+  // (CudaKernel::plan). The forced split count of 3 gives long parts, 64 short ones.
   TRACE_SEED();
   const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
   check_paged(spec, {{32768}, 16, Layout::NHD, false, 64, 8, 1, std::nullopt}, rng_,
               {LaunchTuning{0}, LaunchTuning{3, Variant::Decode}, LaunchTuning{64, Variant::Decode}}, 3);
   check_paged(spec, {std::vector<int64_t>(8, 32768), 16, Layout::NHD, false, 32, 8, 1, std::nullopt}, rng_,
               {LaunchTuning{0}}, 2);
+  const bool wide = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled() &&
+                    runtime::paged_tma_enabled();
+  check_paged(spec, {std::vector<int64_t>(8, 32768), 64, Layout::NHD, false, 32, 8, 1, std::nullopt}, rng_,
+              {LaunchTuning{0}, LaunchTuning{3, Variant::Decode}}, wide ? 3 : 2);
 }
 
 TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
@@ -444,7 +450,8 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
   // and 256 that hold two and four 64-key tiles. Last pages end short over a pool of NaN, which
   // the boxes read and zero_tail_rows clears in V. Pages of 12 (boxes of 4 rows) take the cp.async
   // module. Each case against contiguous calls (which take TMA too, with 128-key tiles at D = 128,
-  // as the split paged calls do: bit for bit where both take the same tile, else to rounding).
+  // as split paged calls do at pages of 128 and 256: bit for bit where both take the same tile,
+  // else to rounding).
   TRACE_SEED();
   const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
   const std::vector<LaunchTuning> splits = {LaunchTuning{1, Variant::Decode}, LaunchTuning{5, Variant::Decode},
@@ -453,6 +460,10 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
     const Layout layout = ps == 128 || ps == 24 ? Layout::HND : Layout::NHD;
     check_paged(spec, {{3001, 77, 640, 1}, ps, layout, true, 8, 2, 1, std::nullopt}, rng_, splits);
   }
+  // Pages of 64 in two parts of 20000 keys: 313 page ids each, past the staged list's 256 slots,
+  // so the 128-key TMA tile looks its pages up in the table.
+  check_paged(spec, {{40000, 333}, 64, Layout::NHD, false, 8, 2, 1, std::nullopt}, rng_,
+              {LaunchTuning{2, Variant::Decode}});
   const KernelSpec f16 = cuda_spec("softmax(softcap(alibi(causal(scaled_dot_product(Q, K))), 20)) @ V", DType::F16, 64);
   check_paged(f16, {{2000, 129, 64}, 32, Layout::HND, false, 4, 4, 2, std::nullopt}, rng_,
               {LaunchTuning{3, Variant::Decode}, LaunchTuning{0}});
@@ -460,16 +471,16 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
   // runtime's choice, CudaKernel::resolved).
   const bool tma = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled() &&
                    runtime::paged_tma_enabled();
-  for (int64_t ps : {16, 12}) {
+  for (int64_t ps : {16, 12, 64}) {
     const Dims d{1, 8, 2, 1, 700, 128};
     Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
     const PagedInputs p = make_paged(spec.dtype, Layout::NHD, {700}, ps, 2, 128, false, rng_);
     in.device.paged = p.device;
     const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{0});
-    EXPECT_GT(plan.num_splits, 1);  // 6 key tiles of 128 (11 of 64) over 2 KV heads: short parts
+    EXPECT_GT(plan.num_splits, 1);  // 11 key tiles of 64 (6 of 128) over 2 KV heads: short parts
     EXPECT_EQ(plan.module->spec.tile.tma_kv, tma && ps % 8 == 0) << "pages of " << ps;
-    // The TMA module reads Hopper's 128-key tiles (passes::cuda_decode_wide_keys), the cp.async one 64.
-    EXPECT_EQ(plan.module->spec.tile.block_k, tma && ps % 8 == 0 ? 128 : 64) << "pages of " << ps;
+    // Boxes of 64 rows read Hopper's 128-key tiles (passes::cuda_decode_wide_keys); the others 64.
+    EXPECT_EQ(plan.module->spec.tile.block_k, tma && ps % 64 == 0 ? 128 : 64) << "pages of " << ps;
     const LaunchPlan whole = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1, Variant::Decode});
     EXPECT_FALSE(whole.module->spec.tile.tma_kv) << "an unsplit paged call keeps the padded module";
   }

@@ -17,10 +17,10 @@ namespace {
 
 constexpr int kHopper = 227 * 1024, kA100 = 163 * 1024, kConsumer = 99 * 1024;  // opt-in limits
 
-KernelSpec decode_spec(int head_dim, int64_t rows, bool split, bool tma, bool paged) {
+KernelSpec decode_spec(int head_dim, int64_t rows, bool split, bool tma, bool paged, bool large_boxes = false) {
   KernelSpec s = Program::parse("softmax(causal(scaled_dot_product(Q, K))) @ V")
                      .compile({Target::Cuda, head_dim == 64 ? DType::F16 : DType::BF16, head_dim});
-  s.tile = passes::cuda_decode_tile(head_dim, rows, split, passes::cuda_decode_wide_keys(tma, paged, split));
+  s.tile = passes::cuda_decode_tile(head_dim, rows, split, passes::cuda_decode_wide_keys(tma, paged, split, large_boxes));
   s.tile.tma_kv = tma && head_dim % 64 == 0 && head_dim <= 128;
   if (paged) s.kv_layout = KvLayout::Paged;
   return s;
@@ -32,10 +32,10 @@ void for_each_decode_spec(F&& f) {
     for (int64_t rows : {8, 64})
       for (bool split : {false, true})
         for (bool tma : {false, true})
-          for (bool paged : {false, true}) {
+          for (int paged : {0, 1, 2}) {  // contiguous; pages in boxes of 8-32 rows; of 64 or more
             SCOPED_TRACE(::testing::Message() << "D " << d << " rows " << rows << " split " << split << " tma "
                                               << tma << " paged " << paged);
-            f(decode_spec(d, rows, split, tma, paged));
+            f(decode_spec(d, rows, split, tma, paged > 0, paged == 2));
           }
 }
 
