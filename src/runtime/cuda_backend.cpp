@@ -150,12 +150,10 @@ bool CudaKernel::decode_tma(RopeMode mode, KvLayout kv, PageCopy pages) const {
   // bench/results/2026-12-02-h200-session13/call4/).
   // sm_90 only: the copy-engine and mbarrier primitives are compiled for sm_90a alone
   // (wgmma.cuh, ATTNFUSE_WGMMA), so on newer GPUs they would be empty and the tile never filled.
-  KernelSpec r = spec_;  // (its rope mode is all the rotation test reads)
-  r.rope_mode = mode;
   return device_info().arch() == 90 && decode_tma_enabled() &&
          (kv == KvLayout::Contiguous || pages != PageCopy::CpAsync) && !spec_.masks.has(MaskKind::Document) &&
-         spec_.score != ScoreKind::RopeWindow && !codegen::cuda::rotates_in_kernel(r) && spec_.head_dim % 64 == 0 &&
-         spec_.head_dim <= 128 && (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
+         spec_.score != ScoreKind::RopeWindow && !codegen::cuda::rotates_in_kernel(spec_.score, mode) &&
+         spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 && (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
 }
 
 KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split, PageCopy pages) const {

@@ -70,8 +70,10 @@ bool uses_tma(const KernelSpec& spec) {
          !spec.masks.has(MaskKind::Document);
 }
 
-bool rotates_in_kernel(const KernelSpec& spec) {
-  return spec.score != ScoreKind::ScaledDot && spec.rope_mode != RopeMode::Prerotate;
+bool rotates_in_kernel(const KernelSpec& spec) { return rotates_in_kernel(spec.score, spec.rope_mode); }
+
+bool rotates_in_kernel(ScoreKind score, RopeMode mode) {
+  return score != ScoreKind::ScaledDot && mode != RopeMode::Prerotate;
 }
 
 bool interleaves_pairs(const KernelSpec& spec) {

@@ -49,6 +49,8 @@ int page_list_slots(const KernelSpec& spec);
 bool uses_tma(const KernelSpec& spec);
 // True when the forward kernel rotates Q and K itself (rope programs not in prerotate mode).
 bool rotates_in_kernel(const KernelSpec& spec);
+// The same for a score kind in a placement (no spec to build: the runtime asks on every call).
+bool rotates_in_kernel(ScoreKind score, RopeMode mode);
 // True when the rotation kernel writes neox pairs interleaved (pair r at dims 2r, 2r + 1) and the
 // forward kernel reads them so: rope_window's wgmma form, which prunes whole 16-dim k steps and
 // wants 8 whole pairs in each (rope.cuh, WindowCut).
