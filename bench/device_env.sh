@@ -12,3 +12,11 @@ export ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache PYTHONUNBUFFERED=1
   echo "cores $(nproc)"
   python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
 } > "$OUT/device.txt" 2>&1
+# For a one-call script: a scratch folder ($W, tarred into $OUT by the script) and the digest
+# ($D = $OUT/digest.txt, emptied here) that `say` echoes into as well as to stdout.
+digest_init() {
+  W=$(mktemp -d)
+  D="$OUT/digest.txt"
+  : > "$D"
+}
+say() { echo "$*" | tee -a "$D"; }

@@ -11,10 +11,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 L=.devcarry/lib/libattnfuse_c.so
-W=$(mktemp -d)
-D="$OUT/digest.txt"
-: > "$D"
-say() { echo "$*" | tee -a "$D"; }
+digest_init  # $W, $D, say (device_env.sh)
 
 say "== 1. GPU tests: paged decode, the decode launch plan"
 timeout 150 .devcarry/test_gpu --gtest_filter='CudaDecode.Paged*:CudaDecode.LaunchPlanOfALlama3Step' \

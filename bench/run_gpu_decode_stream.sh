@@ -13,10 +13,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 L=.devcarry/lib/libattnfuse_c.so
-W=$(mktemp -d)
-D="$OUT/digest.txt"
-: > "$D"
-say() { echo "$*" | tee -a "$D"; }
+digest_init  # $W, $D, say (device_env.sh)
 
 say "== 1. GPU tests the 128-key decode tile reaches"
 timeout 180 .devcarry/test_gpu --gtest_filter='CudaRope.*:CudaForward.*' > "$W/tests.log" 2>&1
