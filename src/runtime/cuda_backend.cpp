@@ -364,8 +364,13 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
             : ps % 64 == 0                      ? PageCopy::TmaLargeBoxes
                                                 : PageCopy::TmaSmallBoxes;
   }
+  // Whether the tile pass widens the deep tile here (its own rule: D = 128, narrow rows).
+  const auto widened = [&] {
+    return passes::cuda_decode_tile(spec_.head_dim, decode_rows, true, true).block_k >
+           passes::cuda_decode_tile(spec_.head_dim, decode_rows, true, false).block_k;
+  };
   const bool long_parts_ok = pl.kv_layout == KvLayout::Contiguous ||
-                             (pages == PageCopy::TmaLargeBoxes && spec_.head_dim == 128 && decode_rows <= 16 &&
+                             (pages == PageCopy::TmaLargeBoxes && widened() &&
                               decode_tma(pl.rope_mode, pl.kv_layout, pages));
   const bool deep_fits = long_parts_ok || (key_tiles + splits - 1) / std::max(splits, 1) <=
                                               paged_deep_max_tiles_override().value_or(passes::kPagedDeepMaxTiles);
