@@ -148,17 +148,18 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    were 2-5% slower there). Paged K/V with three stages was 17-20% slower at B8 / 32k (parts
 //    of ~85 key tiles, where three blocks per SM hide the page lookups better) but 4-6% faster
 //    at 70B B1 / 32k (parts of ~11-16 tiles; session9/call4): the runtime gives paged split
-//    calls the deep tile only when a part streams at most kPagedDeepMaxTiles key tiles (70B B1:
-//    +12-14% -> +10% over contiguous at pages of 64; session12/call3).
+//    calls that copy pages by cp.async the deep tile only when a part streams at most
+//    kPagedDeepMaxTiles key tiles (70B B1: +12-14% -> +10% over contiguous at pages of 64;
+//    session12/call3). Pages copied by TMA take it over long parts too: 8B B8 / 32k at pages
+//    of 16, 0.2723 -> 0.2522 ms (contiguous 0.2399; bench/results/2026-12-02-h200-session16/).
 //  - `wide_keys` (Hopper copies K/V by TMA, cuda_decode_wide_keys; D = 128): 128-key tiles
 //    in three stages (198 KB, one block per SM; split or not). Fewer, larger copies and half the
 //    block barriers per byte; measured on the H200 against the 64-key tiles above (ms, 8B B1 /
 //    32k, B8 / 4k, B32 / 32k, 70B B1 / 32k): 0.0418 / 0.0408 / 1.018 / 0.0446 -> 0.0394 /
 //    0.0393 / 0.997 / 0.0415 (bench/results/2026-12-02-h200-session14/, call 2). Nsight at B32:
 //    L2 throughput 96% at 4.24 TB/s of DRAM reads: the L2 now bounds the stream. Paged caches
-//    take the 128-key tile only in the split call's deep module, the one that copies pages by
-//    TMA, and only in boxes of 64 rows or more (cuda_decode_wide_keys): B8's unsplit padded
-//    module was 65-69% slower with it; at pages of 64 8B B8 / 32k went 0.2831 -> 0.2506 ms and
+//    take the 128-key tile only in modules that copy pages by TMA, and only in boxes of 64 rows
+//    or more (cuda_decode_wide_keys): B8's unsplit padded module was 65-69% slower with it; at pages of 64 8B B8 / 32k went 0.2831 -> 0.2506 ms and
 //    70B B1 / 32k 0.0457 -> 0.0433, at pages of 16 both were slower (0.2787 -> 0.3175, 0.0466 ->
 //    0.0471; bench/results/2026-12-02-h200-session15/call2/).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
@@ -171,10 +172,11 @@ inline constexpr int64_t kPagedDeepMaxTiles = 32;
 // a 32-tile part at pages of 8 keys or more and keep three two-stage D = 128 blocks per SM.
 inline constexpr int kCudaPageListSlots = 256;
 // Whether a Hopper decode tile takes 128 keys (cuda_decode_tile's `wide_keys`): K/V by TMA
-// (`tma`) from a contiguous cache, or from pages in a split call's deep module where the copy
-// engine's boxes hold 64 rows or more (`large_boxes`: page sizes that are multiples of 64).
-constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool split, bool large_boxes) {
-  return tma && (!paged || (split && large_boxes));
+// (`tma`) from a contiguous cache, or from pages where the copy engine's boxes hold 64 rows or
+// more (`large_boxes`: page sizes that are multiples of 64). Which paged calls copy by TMA is the
+// runtime's choice (CudaKernel::plan).
+constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool large_boxes) {
+  return tma && (!paged || large_boxes);
 }
 
 constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split = false,

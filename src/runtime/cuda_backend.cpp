@@ -164,7 +164,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
     const bool tma = decode_tma(mode, kv, pages);
     r.tile = decode_tile_override().value_or(
         passes::cuda_decode_tile(spec_.head_dim, decode_rows, split,
-                                 passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged, split,
+                                 passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged,
                                                                pages == PageCopy::TmaLargeBoxes)));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
@@ -318,10 +318,21 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars, pl.decode);
   const int64_t group = pl.decode ? ratio : 1;
   const int64_t decode_rows = pl.decode ? group * c.Nq : 0;
-  // A paged call copies its pages by TMA only in the deep module below (split calls); here a
-  // warp's lookups would go to global memory, 1-1.5% slower than the padded module's batched ones
-  // at 8B B8 / 32k in 64-key tiles. (Contiguous caches ignore the page copy.)
-  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false, PageCopy::CpAsync);
+  // How the decode tiles copy a paged cache's pages: by TMA on Hopper where the page size is a
+  // multiple of 8 rows (boxes of 64 rows or more where it is a multiple of 64), else cp.async.
+  PageCopy pages = PageCopy::TmaSmallBoxes;
+  if (args.paged) {
+    const int64_t ps = args.paged->page_size();
+    pages = ps % 8 != 0 || !paged_tma_enabled() ? PageCopy::CpAsync
+            : ps % 64 == 0                      ? PageCopy::TmaLargeBoxes
+                                                : PageCopy::TmaSmallBoxes;
+  }
+  // An unsplit paged call keeps the padded cp.async module (ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1
+  // gives it the TMA one): its parts outgrow the staged page list, so a warp's lookups go to
+  // global memory, 1-1.5% slower than the padded module's batched ones at 8B B8 / 32k in 64-key
+  // tiles. (Contiguous caches ignore the page copy.)
+  const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false,
+                                  paged_tma_unsplit_enabled() ? pages : PageCopy::CpAsync);
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
@@ -348,30 +359,17 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   int splits = choose(*m);
   // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream
   // few key tiles each. Same rows, so only the split count is chosen again, for its occupancy and
-  // its key tiles. Paged K/V, on Hopper by TMA (pages of a multiple of 8 rows):
-  //  - in boxes of 8-32 rows, the deep module (64-key tiles) only where the parts are short
-  //    (kPagedDeepMaxTiles, judged on the two-stage split so that longer calls never compile it);
-  //  - in boxes of 64 rows or more at D = 128, the narrow deep module reads 128-key tiles whatever
-  //    the parts' length. On the H200 (bench/results/2026-12-02-h200-session15/call2/), pages of 64:
-  //    8B B8 / 32k 0.2831 -> 0.2506 ms (contiguous 0.2449), 70B B1 / 32k 0.0457 -> 0.0433
-  //    (contiguous 0.0411); pages of 16 in 128-key tiles were slower (B8 0.2787 -> 0.3175, 70B
-  //    0.0466 -> 0.0471), so they keep the rule above.
+  // its key tiles. Paged K/V:
+  //  - copied by TMA (Hopper, pages of a multiple of 8 rows): the deep module whatever the parts'
+  //    length, in 128-key tiles where the boxes hold 64 rows or more at D = 128. On the H200, 8B
+  //    B8 / 32k (parts of ~85 64-key tiles): pages of 16 0.2723 -> 0.2522 ms (contiguous 0.2399;
+  //    bench/results/2026-12-02-h200-session16/), pages of 64 0.2831 -> 0.2506 (session15/call2);
+  //  - copied by cp.async: the deep module only where the parts are short (kPagedDeepMaxTiles,
+  //    judged on the two-stage split so that longer calls never compile it). Its three stages
+  //    were 17-20% slower over long parts (passes/tile_sizes.hpp).
   // (Wide and overridden tiles resolve to the same module: nothing to redo.)
-  PageCopy pages = PageCopy::TmaSmallBoxes;
-  if (args.paged) {
-    const int64_t ps = args.paged->page_size();
-    pages = ps % 8 != 0 || !paged_tma_enabled() ? PageCopy::CpAsync
-            : ps % 64 == 0                      ? PageCopy::TmaLargeBoxes
-                                                : PageCopy::TmaSmallBoxes;
-  }
-  // Whether the tile pass widens the deep tile here (its own rule: D = 128, narrow rows).
-  const auto widened = [&] {
-    return passes::cuda_decode_tile(spec_.head_dim, decode_rows, true, true).block_k >
-           passes::cuda_decode_tile(spec_.head_dim, decode_rows, true, false).block_k;
-  };
   const bool long_parts_ok = pl.kv_layout == KvLayout::Contiguous ||
-                             (pages == PageCopy::TmaLargeBoxes && widened() &&
-                              decode_tma(pl.rope_mode, pl.kv_layout, pages));
+                             (pages != PageCopy::CpAsync && decode_tma(pl.rope_mode, pl.kv_layout, pages));
   const bool deep_fits = long_parts_ok || (key_tiles + splits - 1) / std::max(splits, 1) <=
                                               paged_deep_max_tiles_override().value_or(passes::kPagedDeepMaxTiles);
   if (splits > 1 && decode_rows > 0 && deep_fits) {

@@ -146,6 +146,14 @@ bool paged_tma_enabled() {
   return on;
 }
 
+bool paged_tma_unsplit_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT");
+    return env && std::string(env) == "1";
+  }();
+  return on;
+}
+
 const std::optional<int>& tma_l2_promotion_override() {
   static const std::optional<int> v = parse_tma_l2_promotion_knob(std::getenv("ATTNFUSE_CUDA_TMA_L2_PROMOTE"));
   return v;

@@ -408,23 +408,27 @@ TEST_F(CudaDecode, PagedLongSequencesSplitAcrossPages) {
   }
 }
 
-TEST_F(CudaDecode, PagedSplitCallsTakeTheDeepTileOnlyForShortParts) {
+TEST_F(CudaDecode, PagedSplitCallsTakeTheDeepTileByTmaOrOverShortParts) {
   // Llama-3-70B decode (64 query heads over 8 KV heads, one sequence, 32k cache) splits into
   // parts of few key tiles: the paged call takes the three-stage tile, as the contiguous one
-  // does. Eight Llama-3-8B sequences split into long parts and keep two stages
-  // (passes::kPagedDeepMaxTiles) at pages of 16; at pages of 64, where Hopper's copy engine reads
-  // 128-key tiles in boxes of 64 rows, they take the deep module all the same
-  // (CudaKernel::plan). The forced split count of 3 gives long parts, 64 short ones.
+  // does. Eight Llama-3-8B sequences split into long parts (~86 key tiles of 64): where Hopper's
+  // copy engine reads the pages (page sizes that are multiples of 8; 128-key tiles in boxes of
+  // 64 rows) they take the deep module all the same, and where cp.async does (pages of 12) they
+  // keep two stages (passes::kPagedDeepMaxTiles; CudaKernel::plan). The forced split count of 3
+  // gives long parts, 64 short ones.
   TRACE_SEED();
   const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
   check_paged(spec, {{32768}, 16, Layout::NHD, false, 64, 8, 1, std::nullopt}, rng_,
               {LaunchTuning{0}, LaunchTuning{3, Variant::Decode}, LaunchTuning{64, Variant::Decode}}, 3);
+  const bool tma = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled() &&
+                   runtime::paged_tma_enabled();
   check_paged(spec, {std::vector<int64_t>(8, 32768), 16, Layout::NHD, false, 32, 8, 1, std::nullopt}, rng_,
-              {LaunchTuning{0}}, 2);
-  const bool wide = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled() &&
-                    runtime::paged_tma_enabled();
+              {LaunchTuning{0}}, tma ? 3 : 2);
   check_paged(spec, {std::vector<int64_t>(8, 32768), 64, Layout::NHD, false, 32, 8, 1, std::nullopt}, rng_,
-              {LaunchTuning{0}, LaunchTuning{3, Variant::Decode}}, wide ? 3 : 2);
+              {LaunchTuning{0}, LaunchTuning{3, Variant::Decode}}, tma ? 3 : 2);
+  // Four sequences at pages of 12: 32 blocks split 12 ways, parts of ~43 key tiles.
+  check_paged(spec, {std::vector<int64_t>(4, 32768), 12, Layout::HND, false, 32, 8, 1, std::nullopt}, rng_,
+              {LaunchTuning{0}}, 2);
 }
 
 TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
@@ -481,8 +485,10 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
     EXPECT_EQ(plan.module->spec.tile.tma_kv, tma && ps % 8 == 0) << "pages of " << ps;
     // Boxes of 64 rows read Hopper's 128-key tiles (passes::cuda_decode_wide_keys); the others 64.
     EXPECT_EQ(plan.module->spec.tile.block_k, tma && ps % 64 == 0 ? 128 : 64) << "pages of " << ps;
+    // An unsplit call keeps the padded module unless ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1.
     const LaunchPlan whole = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1, Variant::Decode});
-    EXPECT_FALSE(whole.module->spec.tile.tma_kv) << "an unsplit paged call keeps the padded module";
+    EXPECT_EQ(whole.module->spec.tile.tma_kv, tma && ps % 8 == 0 && runtime::paged_tma_unsplit_enabled())
+        << "pages of " << ps;
   }
 }
 

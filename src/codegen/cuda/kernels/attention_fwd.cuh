@@ -812,26 +812,37 @@ struct FwdKernel {
 
     Plan plan{};
     const bool any = w.it_begin < w.it_end;
-    if constexpr (kPageList > 0) {
-      int* list = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes +
-                                         (kTmaDecode ? kStageBarrierBytes : 0));
-      if (stage_page_list(p, w, list)) __syncthreads();  // the first K/V copies below read the staged ids
-    }
-    if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
     const bool tma = kTmaDecode && p.tma_kv != 0;
     if (tma) {
+      // The copy engine's first tiles go out before anything else: the barriers are the issuing
+      // warp's alone until the block barrier below, and a paged block looks those tiles' pages up
+      // in the global table while the block stages its page list, so the list's loads and the
+      // block barrier no longer sit ahead of the first copies (decode's fixed cost per call).
       if (threadIdx.x == 0) {
         for (int st = 0; st < kStages; ++st) mbar_init(stage_full(sV) + st * 8, 1);
         mbar_init_fence();
       }
-      __syncthreads();  // the barriers exist before the loads complete on them
+      __syncwarp();  // warp 0's lanes issue on the barriers lane 0 made
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s)
+        if (w.it_begin + s < w.it_end) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, true);
     }
     load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
-    if (any && !kWgmma) issue_kv(p, w, sK, sV, 0, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu, tma);
+    bool synced = false;
+    if constexpr (kPageList > 0) {
+      int* list = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes +
+                                         (kTmaDecode ? kStageBarrierBytes : 0));
+      synced = stage_page_list(p, w, list);  // later tiles' lookups read the staged ids
+    }
+    // The staged ids, and the stage barriers every warp waits on, are visible block-wide.
+    if (synced || tma) __syncthreads();
+    if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
+    if (any && !kWgmma && !tma)
+      issue_kv(p, w, sK, sV, 0, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu, false);
     cp_async_commit();  // the wgmma loop loads its own K/V tiles (by TMA where it can)
 #pragma unroll
     for (int s = 1; s < kStages - 1 && !kWgmma; ++s) {  // the rest of the pipeline's first tiles, a group each
-      if (w.it_begin + s < w.it_end) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, tma);
+      if (w.it_begin + s < w.it_end && !tma) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, false);
       cp_async_commit();
     }
     if constexpr (kRotate) {
