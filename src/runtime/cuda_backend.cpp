@@ -327,10 +327,10 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
             : ps % 64 == 0                      ? PageCopy::TmaLargeBoxes
                                                 : PageCopy::TmaSmallBoxes;
   }
-  // An unsplit paged call keeps the padded cp.async module (ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1
-  // gives it the TMA one): its parts outgrow the staged page list, so a warp's lookups go to
-  // global memory, 1-1.5% slower than the padded module's batched ones at 8B B8 / 32k in 64-key
-  // tiles. (Contiguous caches ignore the page copy.)
+  // Unsplit paged calls copy their pages as split ones do: on the H200 8B B32 / 32k went from the
+  // padded cp.async module's 1.0534 / 1.0505 ms at pages of 16 / 64 to 0.9683 / 0.9633 by TMA
+  // (contiguous 0.94; bench/results/2026-12-02-h200-session16/). ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0
+  // keeps them on the padded module. (Contiguous caches ignore the page copy.)
   const LoadedModule* m = &module(pl.rope_mode, decode_rows, pl.kv_layout, false,
                                   paged_tma_unsplit_enabled() ? pages : PageCopy::CpAsync);
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;

@@ -72,8 +72,8 @@ struct LaunchTuning {
 // How a paged call's decode tiles copy its pages (contiguous caches ignore it). On Hopper by TMA,
 // in boxes of gcd(page_size, block_k) rows: page sizes that are multiples of 8 give boxes of 8-32
 // rows, multiples of 64 boxes of 64 rows or more, which read Hopper's 128-key tile
-// (passes::cuda_decode_wide_keys). cp.async into padded tiles: other page sizes, and unsplit
-// calls unless ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1 (CudaKernel::plan says why).
+// (passes::cuda_decode_wide_keys). cp.async into padded tiles: other page sizes (and unsplit
+// calls under ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0; CudaKernel::plan).
 enum class PageCopy { TmaSmallBoxes, CpAsync, TmaLargeBoxes };
 
 // Queries per call up to which the runtime picks the decode variant (speculative decoding

@@ -147,10 +147,7 @@ bool paged_tma_enabled() {
 }
 
 bool paged_tma_unsplit_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT");
-    return env && std::string(env) == "1";
-  }();
+  static const bool on = knob_on("ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT");
   return on;
 }
 

@@ -50,8 +50,8 @@ bool decode_tma_enabled();
 // ATTNFUSE_CUDA_PAGED_TMA=0 keeps them on cp.async for paged caches only (the padded module, as
 // for page sizes that are not a multiple of 8).
 bool paged_tma_enabled();
-// ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1 lets unsplit paged decode calls copy their pages by TMA too
-// (by default only split calls' deep module does; CudaKernel::plan).
+// ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0 keeps unsplit paged decode calls on the padded cp.async
+// module (split calls still copy pages by TMA; CudaKernel::plan).
 bool paged_tma_unsplit_enabled();
 // The tensor maps' L2 promotion override (parse_tma_l2_promotion_knob).
 const std::optional<int>& tma_l2_promotion_override();

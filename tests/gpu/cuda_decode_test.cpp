@@ -485,7 +485,7 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
     EXPECT_EQ(plan.module->spec.tile.tma_kv, tma && ps % 8 == 0) << "pages of " << ps;
     // Boxes of 64 rows read Hopper's 128-key tiles (passes::cuda_decode_wide_keys); the others 64.
     EXPECT_EQ(plan.module->spec.tile.block_k, tma && ps % 64 == 0 ? 128 : 64) << "pages of " << ps;
-    // An unsplit call keeps the padded module unless ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1.
+    // Unsplit calls copy pages as split ones do (unless ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0).
     const LaunchPlan whole = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1, Variant::Decode});
     EXPECT_EQ(whole.module->spec.tile.tma_kv, tma && ps % 8 == 0 && runtime::paged_tma_unsplit_enabled())
         << "pages of " << ps;

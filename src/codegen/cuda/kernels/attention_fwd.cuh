@@ -814,35 +814,44 @@ struct FwdKernel {
     const bool any = w.it_begin < w.it_end;
     const bool tma = kTmaDecode && p.tma_kv != 0;
     if (tma) {
-      // The copy engine's first tiles go out before anything else: the barriers are the issuing
-      // warp's alone until the block barrier below, and a paged block looks those tiles' pages up
-      // in the global table while the block stages its page list, so the list's loads and the
-      // block barrier no longer sit ahead of the first copies (decode's fixed cost per call).
+      // The barriers are the issuing thread's alone until the block barrier below, so a
+      // contiguous block's first copies go out before it (decode's fixed cost per call: 8B B1 /
+      // 32k 0.0381 -> 0.0377 ms, 70B B1 / 32k 0.0402 -> 0.0398 on the H200,
+      // bench/results/2026-12-02-h200-session16/). A paged block first stages its page list and
+      // issues after the one barrier that publishes both: issuing first, its lanes' lookups in the
+      // global table, was 0.5-1% slower at 70B B1.
       if (threadIdx.x == 0) {
         for (int st = 0; st < kStages; ++st) mbar_init(stage_full(sV) + st * 8, 1);
         mbar_init_fence();
       }
-      __syncwarp();  // warp 0's lanes issue on the barriers lane 0 made
+      if constexpr (!Spec::kPagedKV) {
 #pragma unroll
-      for (int s = 0; s < kStages - 1; ++s)
-        if (w.it_begin + s < w.it_end) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, true);
+        for (int s = 0; s < kStages - 1; ++s)
+          if (w.it_begin + s < w.it_end) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, true);
+      }
     }
-    load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
-    bool synced = false;
+    bool staged = false;
     if constexpr (kPageList > 0) {
       int* list = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes +
                                          (kTmaDecode ? kStageBarrierBytes : 0));
-      synced = stage_page_list(p, w, list);  // later tiles' lookups read the staged ids
+      staged = stage_page_list(p, w, list);
     }
-    // The staged ids, and the stage barriers every warp waits on, are visible block-wide.
-    if (synced || tma) __syncthreads();
+    // The staged page ids (read by the first K/V copies below), and the stage barriers every warp
+    // waits on, are visible block-wide.
+    const bool issued = tma && !Spec::kPagedKV;  // above
+    const auto load_q = [&] {
+      load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
+    };
+    if (issued) load_q();  // ahead of the barrier too (the order measured)
+    if (staged || tma) __syncthreads();
     if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
-    if (any && !kWgmma && !tma)
-      issue_kv(p, w, sK, sV, 0, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu, false);
+    if (!issued) load_q();
+    if (any && !kWgmma && !issued)
+      issue_kv(p, w, sK, sV, 0, w.tile(p, w.it_begin), kPairWindow ? plan.need8 : 0xffffffffu, tma);
     cp_async_commit();  // the wgmma loop loads its own K/V tiles (by TMA where it can)
 #pragma unroll
     for (int s = 1; s < kStages - 1 && !kWgmma; ++s) {  // the rest of the pipeline's first tiles, a group each
-      if (w.it_begin + s < w.it_end && !tma) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, false);
+      if (w.it_begin + s < w.it_end && !issued) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, tma);
       cp_async_commit();
     }
     if constexpr (kRotate) {
