@@ -5,7 +5,9 @@ No timing and no reference: the profiler times the one launch it is told to, and
 checks the same calls against float64 before it times them. `ours` runs attnfuse through the C ABI
 (the runtime's knobs apply, e.g. ATTNFUSE_CUDA_DECODE_TILE); `cudnn` is SDPA with the cuDNN backend
 and enable_gqa, on the same inputs.
-Usage: python3 bench/ncu_decode_target.py ours|cudnn B,Hq,Hkv,KV [--calls N] [--lib L]
+`--page-size P` gives `ours` the same K/V in a paged cache (NHD pages of P rows in random order,
+gpu_decode.py's make_pages), to profile the paged kernel against the contiguous one.
+Usage: python3 bench/ncu_decode_target.py ours|cudnn B,Hq,Hkv,KV [--calls N] [--lib L] [--page-size P]
 """
 import argparse
 import os
@@ -21,6 +23,7 @@ def main():
     ap.add_argument("cell", help="B,Hq,Hkv,KV at D 128, bf16, Nq = 1")
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--lib", default=None)
+    ap.add_argument("--page-size", type=int, default=0, help="ours: a paged cache with pages of this many rows")
     a = ap.parse_args()
     gd.import_torch()
     torch = gd.torch
@@ -33,7 +36,11 @@ def main():
         handle, err = ours.compile(gd.DECODE_PROGRAM, 128, torch.bfloat16)
         if handle is None:
             sys.exit(f"compile failed: {err}")
-        fn = ours.call(handle, q, k, v, torch.empty_like(q))
+        if a.page_size > 0:
+            pages = gd.make_pages(k, v, a.page_size, gen)
+            fn = ours.call(handle, q, None, None, torch.empty_like(q), paged=pages)
+        else:
+            fn = ours.call(handle, q, k, v, torch.empty_like(q))
     else:
         fn = gd.sdpa_peer(gd.SDPBackend.CUDNN_ATTENTION, q, k, v, True)
     for _ in range(a.calls):

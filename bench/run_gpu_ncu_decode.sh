@@ -5,6 +5,7 @@
 # left alone (--clock-control none, METHOD.md). Knobs (e.g. ATTNFUSE_CUDA_DECODE_TILE) pass through
 # to attnfuse. Expects .devcarry/ from bench/make_device_carry.sh. On the device, repo root:
 #   CELLS="32,32,8,32768 1,64,8,32768" bash bench/run_gpu_ncu_decode.sh      # B,Hq,Hkv,KV at D 128
+#   CELLS="1,64,8,32768" PAGE_SIZES="16 64" SKIP_CUDNN=1 bash bench/run_gpu_ncu_decode.sh  # paged vs contiguous
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 F="$OUT/ncu_decode.txt"
@@ -16,6 +17,12 @@ for cell in ${CELLS:-32,32,8,32768 1,64,8,32768}; do
   echo "== attnfuse decode $cell ${ATTNFUSE_CUDA_DECODE_TILE:+tile $ATTNFUSE_CUDA_DECODE_TILE}" >> "$F"
   timeout 150 ncu --clock-control none -k regex:attnfuse --launch-skip 2 --launch-count 1 $SECTIONS \
     python3 bench/ncu_decode_target.py ours "$cell" >> "$F" 2>&1
+  for ps in ${PAGE_SIZES:-}; do  # e.g. PAGE_SIZES="16 64": ours again on a paged cache
+    echo "== attnfuse paged decode $cell pages of $ps" >> "$F"
+    timeout 150 ncu --clock-control none -k regex:attnfuse --launch-skip 2 --launch-count 1 $SECTIONS \
+      python3 bench/ncu_decode_target.py ours "$cell" --page-size "$ps" >> "$F" 2>&1
+  done
+  [ -n "${SKIP_CUDNN:-}" ] && continue
   echo "== sdpa cudnn decode $cell" >> "$F"
   # Every kernel but the inputs' randn: in the fourteenth session a name filter matched none of
   # cuDNN's (its list showed only lean_reduction_kernel besides randn's).
