@@ -63,7 +63,8 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.kv_layout), 1);           // paged K/V addressing
   put(static_cast<uint64_t>(s.tile.pack_gqa), 1);       // the decode variant
   put(static_cast<uint64_t>(s.tile.tma_kv), 1);         // ... with K/V by TMA
-  return k;  // 59 bits
+  put(static_cast<uint64_t>(s.tile.producer_warp), 1);  // ... issued by a producer warp
+  return k;  // 60 bits
 }
 
 std::string describe(const KernelSpec& s) {
@@ -82,7 +83,7 @@ std::string describe(const KernelSpec& s) {
                      dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
                      s.tile.wgmma ? " wgmma" : "",
                      s.tile.min_blocks > 1 ? fmt::format(" x{}/SM", s.tile.min_blocks) : "",
-                     s.tile.pack_gqa ? (s.tile.tma_kv ? " decode tma" : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
+                     s.tile.pack_gqa ? (s.tile.tma_kv ? (s.tile.producer_warp ? " decode tma producer" : " decode tma") : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
 }
 
 }  // namespace
@@ -168,6 +169,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
                                                                pages == PageCopy::TmaLargeBoxes)));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
+    r.tile.producer_warp = tma && decode_producer_enabled();
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());

@@ -146,6 +146,14 @@ bool paged_tma_enabled() {
   return on;
 }
 
+bool decode_producer_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("ATTNFUSE_CUDA_DECODE_PRODUCER");
+    return env && std::string(env) == "1";
+  }();
+  return on;
+}
+
 bool paged_tma_unsplit_enabled() {
   static const bool on = knob_on("ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT");
   return on;

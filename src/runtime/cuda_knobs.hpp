@@ -53,6 +53,9 @@ bool paged_tma_enabled();
 // ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0 keeps unsplit paged decode calls on the padded cp.async
 // module (split calls still copy pages by TMA; CudaKernel::plan).
 bool paged_tma_unsplit_enabled();
+// ATTNFUSE_CUDA_DECODE_PRODUCER=1 gives Hopper's TMA decode tiles a producer warp that issues
+// their copies (TileConfig::producer_warp): an experiment, off by default until measured.
+bool decode_producer_enabled();
 // The tensor maps' L2 promotion override (parse_tma_l2_promotion_knob).
 const std::optional<int>& tma_l2_promotion_override();
 

@@ -66,5 +66,31 @@ TEST(LaunchShape, OnlyDensePagedDecodeTilesAtUpTo128DimsStageIds) {
             std::string::npos);
 }
 
+TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTilesOnly) {
+  // TileConfig::producer_warp adds one warp to the block and to the emitted Spec where the decode
+  // tile copies K/V by TMA; elsewhere (cp.async tiles, documents, the wgmma prefill) it is inert.
+  KernelSpec tma = decode_spec(kCausal, 128, true, true);
+  tma.tile.tma_kv = true;
+  EXPECT_EQ(codegen::cuda::threads_per_block(tma), 128);
+  tma.tile.producer_warp = true;
+  EXPECT_TRUE(codegen::cuda::producer_warp(tma));
+  EXPECT_EQ(codegen::cuda::threads_per_block(tma), 160);
+  EXPECT_NE(codegen::cuda::emit_forward(tma).find("kProducerWarp = true;"), std::string::npos);
+  EXPECT_NE(codegen::cuda::emit_forward(tma).find("__launch_bounds__(160, 1)"), std::string::npos);
+  // The stage barriers share their 64 bytes: shared memory does not grow.
+  KernelSpec plain_tma = tma;
+  plain_tma.tile.producer_warp = false;
+  EXPECT_EQ(codegen::cuda::shared_memory_bytes(tma), codegen::cuda::shared_memory_bytes(plain_tma));
+
+  KernelSpec padded = decode_spec(kCausal, 128, true, true);
+  padded.tile.producer_warp = true;  // no tma_kv
+  EXPECT_FALSE(codegen::cuda::producer_warp(padded));
+  EXPECT_EQ(codegen::cuda::threads_per_block(padded), 128);
+  EXPECT_NE(codegen::cuda::emit_forward(padded).find("kProducerWarp = false;"), std::string::npos);
+  KernelSpec docs = decode_spec("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 128, false, true);
+  docs.tile.tma_kv = docs.tile.producer_warp = true;  // documents never copy by TMA
+  EXPECT_FALSE(codegen::cuda::producer_warp(docs));
+}
+
 }  // namespace
 }  // namespace attnfuse

@@ -78,6 +78,7 @@ struct Variant {
   bool paged = false;
   bool split = false;  // the narrow decode tile of a split call (three stages)
   bool large_boxes = false;  // paged split on sm_90: pages in TMA boxes of 64 rows (128-key tiles)
+  bool producer = false;     // sm_90 TMA decode tile with a producer warp (TileConfig::producer_warp)
 };
 
 // The variants of one group: the plain programs' prefill tiles, the rope programs' prefill
@@ -127,6 +128,15 @@ std::vector<Variant> variants_of(Group group) {
                   variants.push_back({p, t, d, arch, RopeMode::Fused, rows, paged, split, true});
               }
         }
+  // The producer-warp experiment (ATTNFUSE_CUDA_DECODE_PRODUCER=1): the narrow TMA decode tiles,
+  // contiguous and paged (boxes of 64 rows and of fewer), split and not, and one fp16 D = 64.
+  const char* plain = kDecodePrograms[0];
+  for (bool split : {false, true}) {
+    variants.push_back({plain, DType::BF16, 128, 90, RopeMode::Fused, 16, false, split, false, true});
+    variants.push_back({plain, DType::BF16, 128, 90, RopeMode::Fused, 16, true, split, true, true});
+    variants.push_back({plain, DType::BF16, 128, 90, RopeMode::Fused, 16, true, split, false, true});
+  }
+  variants.push_back({plain, DType::F16, 64, 90, RopeMode::Fused, 16, true, true, false, true});
   return variants;
 }
 
@@ -154,6 +164,7 @@ void expect_compiles_without_spills(Group group) {
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         spec.tile.tma_kv = tma;
+        spec.tile.producer_warp = v.producer;
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
       } catch (const std::exception& e) {
@@ -168,9 +179,10 @@ void expect_compiles_without_spills(Group group) {
   std::string table;
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
-    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={} split={} large_boxes={}",
+    SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={} split={} large_boxes={} "
+                             "producer={}",
                              v.program, dtype_name(v.dtype), v.head_dim, v.arch, rope_mode_name(v.mode),
-                             v.decode_rows, v.paged, v.split, v.large_boxes));
+                             v.decode_rows, v.paged, v.split, v.large_boxes, v.producer));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
@@ -188,7 +200,7 @@ void expect_compiles_without_spills(Group group) {
                            results[i].registers, v.program,
                            v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
                            std::string(v.paged ? ", paged" : "") + (v.split ? ", split" : "") +
-                               (v.large_boxes ? ", 64-row boxes" : ""));
+                               (v.large_boxes ? ", 64-row boxes" : "") + (v.producer ? ", producer warp" : ""));
   }
   std::cout << "registers per variant (sm_80 / sm_90):\n" << table;
   if (const char* path = std::getenv("ATTNFUSE_REGISTER_TABLE")) std::ofstream(path, std::ios::app) << table;

@@ -43,7 +43,9 @@ void check_supported(const KernelSpec& spec) {
                 "from_block_classifier) and drop document(), or run it on the CPU");
 }
 
-int threads_per_block(const KernelSpec& spec) { return spec.tile.num_warps * 32; }
+int threads_per_block(const KernelSpec& spec) { return (spec.tile.num_warps + (producer_warp(spec) ? 1 : 0)) * 32; }
+
+bool producer_warp(const KernelSpec& spec) { return spec.tile.producer_warp && !spec.tile.wgmma && uses_tma(spec); }
 
 int shared_memory_bytes(const KernelSpec& spec) {
   // attention_fwd.cuh stages the RoPE tables when it rotates (kRotate) or prunes (kPairWindow).
@@ -154,6 +156,8 @@ struct Spec {{
   static constexpr bool kWgmma = {wgmma};
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
   static constexpr bool kTmaKV = {tma};
+  // ... issued by a warp of their own (kWarps + 1 warps; decode tiles by TMA only).
+  static constexpr bool kProducerWarp = {producer};
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {{
@@ -177,6 +181,7 @@ extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
       fmt::arg("block_sparse", spec.masks.has(MaskKind::BlockSparse)), fmt::arg("pack_gqa", spec.tile.pack_gqa),
       fmt::arg("page_list", page_list_slots(spec)),
       fmt::arg("wgmma", spec.tile.wgmma), fmt::arg("tma", uses_tma(spec)),
+      fmt::arg("producer", producer_warp(spec)),
       fmt::arg("d", spec.head_dim), fmt::arg("bm", spec.tile.block_q),
       fmt::arg("bn", spec.tile.block_k), fmt::arg("warps", spec.tile.num_warps), fmt::arg("stages", spec.tile.stages),
       fmt::arg("key_warps", spec.tile.key_warps),

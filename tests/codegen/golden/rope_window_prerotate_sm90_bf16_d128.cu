@@ -38,6 +38,8 @@ struct Spec {
   static constexpr bool kWgmma = true;
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
   static constexpr bool kTmaKV = true;
+  // ... issued by a warp of their own (kWarps + 1 warps; decode tiles by TMA only).
+  static constexpr bool kProducerWarp = false;
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {

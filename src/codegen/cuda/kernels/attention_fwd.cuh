@@ -69,6 +69,11 @@ struct FwdKernel {
   // 128-byte swizzled stages, which ldmatrix reads as it reads the padded ones (each lane names
   // its row's 16-byte chunk), so only the K/V offsets change; Q stays padded.
   static constexpr bool kTmaDecode = Spec::kTmaKV && !kWgmma;
+  // ... and, with Spec::kProducerWarp, a fifth warp (threads kThreads .. kThreads + 31) issues
+  // those copies while the kWarps computing warps only compute: they wait for a stage's "full"
+  // barrier and release it on its "empty" one, with no block barrier per tile (FwdKernel::producer).
+  static constexpr bool kProducer = Spec::kProducerWarp;
+  static_assert(!kProducer || kTmaDecode, "the producer warp issues the decode tiles' TMA copies");
   static constexpr bool kSwizzledKV = kWgmma || kTmaDecode;
   static constexpr int kKVPitch = kSwizzledKV ? kD : kStride;
   static constexpr int kQTile = kBM * kPitch, kKVTile = kBN * kKVPitch;
@@ -185,7 +190,7 @@ struct FwdKernel {
   // Copies the page ids of the block's key tiles into `list` and points w.pages at it, when they
   // fit; otherwise w keeps the global table. Returns whether it copied (uniform over the block):
   // the caller then syncs before the first lookup.
-  static __device__ __forceinline__ bool stage_page_list(const FwdParams& p, W& w, int* list) {
+  static __device__ __forceinline__ bool stage_page_list(const FwdParams& p, W& w, int* list, bool copy = true) {
     if (w.it_begin >= w.it_end) return false;
     const int k_lo = w.tile(p, w.it_begin) * kBN;
     const int k_end = (w.tile(p, w.it_end - 1) + 1) * kBN;
@@ -194,7 +199,8 @@ struct FwdKernel {
     w.page_pos(p, k_lo, s0, row);
     w.page_pos(p, (k_end < w.len_k ? k_end : w.len_k) - 1, s1, row);
     if (s1 - s0 >= kPageList) return false;
-    for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) list[i] = w.pages[s0 + i];
+    if (copy)  // (the producer warp only points at the ids the computing warps copy)
+      for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) list[i] = w.pages[s0 + i];
     w.pages = list - s0;  // slot s of the sequence at list[s - s0]
     return true;
   }
@@ -296,19 +302,55 @@ struct FwdKernel {
   // step's block barrier publishes them. K's rows there need nothing: their scores are masked
   // by selection. The proxy fence orders these generic stores before any later copy-engine
   // write to the stage.
-  static __device__ __forceinline__ void zero_tail_rows(const W& w, Element* v_tile, int n0) {
+  static __device__ __forceinline__ bool zero_tail_rows(const W& w, Element* v_tile, int n0) {
     const int live = w.len_k - n0;
-    if (live >= kBN) return;  // uniform over the block
+    if (live >= kBN) return false;  // uniform over the block
     for (int c = threadIdx.x; c < (kBN - live) * kChunks; c += kThreads)
       *reinterpret_cast<uint4*>(v_tile + kv_offset(live + c / kChunks, c % kChunks)) = make_uint4(0, 0, 0, 0);
     fence_proxy_async_smem();
+    return true;
   }
 
   // The decode tiles' stage barriers (kTmaDecode): one per stage, after the V stages (64 bytes
   // reserved; a staged page list follows them).
   static constexpr int kStageBarrierBytes = 64;
-  static_assert(kStages * 8 <= kStageBarrierBytes, "one 8-byte mbarrier per stage");
+  static_assert(kStages * 8 <= kStageBarrierBytes / 2, "one 8-byte full and one empty mbarrier per stage");
   static __device__ __forceinline__ u32 stage_full(const Element* sV) { return smem_addr(sV + kStages * kKVTile); }
+  // With the producer warp: the stages' "empty" barriers (one arrival per computing warp).
+  static __device__ __forceinline__ u32 stage_empty(const Element* sV) { return stage_full(sV) + kStageBarrierBytes / 2; }
+  // The computing warps alone (named barrier 1), where the producer warp does not take part.
+  static __device__ __forceinline__ void compute_sync() {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+  }
+  // Every thread of the block, the producer warp included (the computing warps reach it from
+  // another place in the code, hence the non-aligned form).
+  static __device__ __forceinline__ void block_sync() { asm volatile("barrier.sync 0;\n" ::: "memory"); }
+  // The computing warp's release of a stage it has read (with the producer warp).
+  static __device__ __forceinline__ void release_stage(const Element* sV, int stage) {
+    __syncwarp();  // every lane's reads of the stage are done (their registers are in use)
+    if ((threadIdx.x & 31) == 0) mbar_arrive(stage_empty(sV) + stage * 8);
+  }
+  static __device__ __forceinline__ int* page_list(Element* sV) {
+    return reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes +
+                                  (kTmaDecode ? kStageBarrierBytes : 0));
+  }
+
+  // The producer warp (Spec::kProducerWarp, K/V by TMA): it issues every key tile of the block
+  // into its stage as soon as the computing warps have released the stage's previous tile, so
+  // the page lookups and copy issues sit on no computing warp's path. Calls without tensor maps
+  // (the module's cp.async fallback) leave it nothing to do: it exits, which releases the block
+  // barriers it would otherwise hold (PTX `exit`).
+  static __device__ void producer(const FwdParams& p, W& w, Element* sK, Element* sV) {
+    if (p.tma_kv == 0) return;
+    if constexpr (kPageList > 0) stage_page_list(p, w, page_list(sV), /*copy=*/false);
+    block_sync();  // the stage barriers are initialised; the page ids are staged
+    for (int it = w.it_begin; it < w.it_end; ++it) {
+      const int rel = it - w.it_begin, stage = rel % kStages;
+      if (rel >= kStages) mbar_wait(stage_empty(sV) + stage * 8, (rel / kStages - 1) & 1);
+      if (Spec::kPagedKV || (threadIdx.x & 31) == 0)
+        tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, w.tile(p, it));
+    }
+  }
 
   // K/V tile nb into stage `stage`: by TMA from thread 0 (warp 0 for paged K/V) where the call has
   // tensor maps (tma), else by cp.async from every thread (the caller commits either way).
@@ -620,16 +662,23 @@ struct FwdKernel {
     const int stage = rel % kStages;
     const int nb = w.tile(p, it);
     const bool tma = kTmaDecode && p.tma_kv != 0;  // uniform over the block
-    if (tma) {
+    const bool produced = kProducer && tma;       // the producer warp loads the tiles
+    if (produced) {
+      if (rel == 0) cp_async_wait<0>();  // Q, the only cp.async group
+      mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);
+      bool zeroed = false;
+      if constexpr (Spec::kPagedKV) zeroed = zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
+      if (rel == 0 || zeroed) compute_sync();  // Q, or the zeroed V rows, seen by every computing warp
+    } else if (tma) {
       cp_async_wait<0>();  // Q, the only cp.async group
       mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);  // the stage's (rel / kStages)-th use
       if constexpr (Spec::kPagedKV) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
     } else {
       cp_async_wait<kStages - 2>();
     }
-    __syncthreads();  // tile nb is in smem, and every warp is done with the stage loaded next
+    if (!produced) __syncthreads();  // tile nb is in smem, and every warp is done with the stage loaded next
     Plan next = plan;
-    if (it + kStages - 1 < w.it_end) {
+    if (!produced && it + kStages - 1 < w.it_end) {
       const int nb_next = w.tile(p, it + kStages - 1);
       const int to = (rel + kStages - 1) % kStages;
       if constexpr (kPairWindow) next = plan_of(w, rt, nb_next);
@@ -645,6 +694,7 @@ struct FwdKernel {
     }
     if (!warp_active) {  // decode tiles: warps whose rows are all padding only help load
       if constexpr (kPairWindow) plan = next;
+      if (produced) release_stage(sV, stage);
       return;
     }
 
@@ -665,6 +715,7 @@ struct FwdKernel {
 
     // O += P V.
     pv_mma(v_tile, kn, lane, acc_s, acc_o);
+    if (produced) release_stage(sV, stage);
   }
 
   // Epilogue: normalise and write O (and LSE) of this thread's rows (row_l already summed over
@@ -778,6 +829,12 @@ struct FwdKernel {
     Element* sV = sK + kStages * kKVTile;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
+    if constexpr (kProducer) {
+      if (threadIdx.x >= kThreads) {
+        producer(p, w, sK, sV);
+        return;
+      }
+    }
     RopeTables rt{};
     if constexpr (kTables) {
       rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + kStages * kKVTile));
@@ -822,28 +879,27 @@ struct FwdKernel {
       // global table, was 0.5-1% slower at 70B B1.
       if (threadIdx.x == 0) {
         for (int st = 0; st < kStages; ++st) mbar_init(stage_full(sV) + st * 8, 1);
+        if constexpr (kProducer)
+          for (int st = 0; st < kStages; ++st) mbar_init(stage_empty(sV) + st * 8, kWarps);
         mbar_init_fence();
       }
-      if constexpr (!Spec::kPagedKV) {
+      if constexpr (!Spec::kPagedKV && !kProducer) {
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s)
           if (w.it_begin + s < w.it_end) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, true);
       }
     }
     bool staged = false;
-    if constexpr (kPageList > 0) {
-      int* list = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kTableBytes +
-                                         (kTmaDecode ? kStageBarrierBytes : 0));
-      staged = stage_page_list(p, w, list);
-    }
+    if constexpr (kPageList > 0) staged = stage_page_list(p, w, page_list(sV));
     // The staged page ids (read by the first K/V copies below), and the stage barriers every warp
     // waits on, are visible block-wide.
-    const bool issued = tma && !Spec::kPagedKV;  // above
+    const bool issued = tma && (kProducer || !Spec::kPagedKV);  // above, or by the producer warp
     const auto load_q = [&] {
       load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
     };
     if (issued) load_q();  // ahead of the barrier too (the order measured)
-    if (staged || tma) __syncthreads();
+    if (kProducer && tma) block_sync();  // with the producer warp (producer())
+    else if (staged || tma) __syncthreads();
     if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
     if (!issued) load_q();
     if (any && !kWgmma && !issued)
