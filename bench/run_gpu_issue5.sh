@@ -19,7 +19,7 @@ if want tests; then
 fi
 # Small cases of every new path: splits with empty rows, paged with q_offset, documents with
 # int64 per-batch offsets, block-sparse from a classifier and in decode, plus the RoPE subset.
-SANITIZE=${SANITIZE_FILTER:-'CudaRope.SanitizerSubset:CudaDecode.RowsThatKeepNothing:CudaDecode.PagedExplicitQOffsetAppliesToEverySequence:CudaSparse.DocumentsPerBatchAndInt64Offsets:CudaSparse.BlockSparseFromClassifier:CudaSparse.BlockSparseDecode:CudaDecode.InKernelMergeMatchesTheCombineKernelCallAfterCall'}
+SANITIZE=${SANITIZE_FILTER:-'CudaRope.SanitizerSubset:CudaDecode.SanitizerSubset:CudaDecode.RowsThatKeepNothing:CudaDecode.PagedExplicitQOffsetAppliesToEverySequence:CudaSparse.DocumentsPerBatchAndInt64Offsets:CudaSparse.BlockSparseFromClassifier:CudaSparse.BlockSparseDecode:CudaDecode.InKernelMergeMatchesTheCombineKernelCallAfterCall'}
 if want sanitize; then
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
     timeout ${SANITIZER_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 .devcarry/test_gpu \

@@ -532,6 +532,21 @@ TEST_F(CudaDecode, PagedExplicitQOffsetAppliesToEverySequence) {
               {LaunchTuning{1, Variant::Decode}, LaunchTuning{3, Variant::Decode}});
 }
 
+// Small shapes for compute-sanitizer (racecheck, synccheck, memcheck): the decode tiles' TMA
+// pipeline once per form it takes on Hopper (contiguous in 128-key tiles; pages in boxes of 16
+// and of 64 rows), split and unsplit, with ragged last tiles and a sequence of one key.
+TEST_F(CudaDecode, SanitizerSubset) {
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  const std::vector<LaunchTuning> splits = {LaunchTuning{1, Variant::Decode}, LaunchTuning{3, Variant::Decode}};
+  for (int64_t nk : {1, 700}) {
+    const Dims d{2, 8, 2, 2, nk, 128};
+    check(spec, d, std::nullopt, rng_, splits);
+  }
+  check_paged(spec, {{700, 1, 65}, 16, Layout::NHD, false, 8, 2, 1, std::nullopt}, rng_, splits);
+  check_paged(spec, {{700, 1, 129}, 64, Layout::HND, false, 8, 2, 1, std::nullopt}, rng_, splits);
+}
+
 TEST_F(CudaDecode, PagedRefusals) {
   // Length-dependent RoPE scalings need the sequence lengths, which the host cannot read from a
   // device page table; the prerotate placement has no paged form; additive_bias has one key axis.
