@@ -337,18 +337,35 @@ struct FwdKernel {
 
   // The producer warp (Spec::kProducerWarp, K/V by TMA): it issues every key tile of the block
   // into its stage as soon as the computing warps have released the stage's previous tile, so
-  // the page lookups and copy issues sit on no computing warp's path. Calls without tensor maps
-  // (the module's cp.async fallback) leave it nothing to do: it exits, which releases the block
-  // barriers it would otherwise hold (PTX `exit`).
+  // the page lookups and copy issues sit on no computing warp's path. It owns the stage barriers
+  // (nobody else touches them before the block barrier), so the first kStages tiles go out at
+  // once, a paged block's looked up in the global table while the computing warps stage the page
+  // list that later tiles read. Calls without tensor maps (the module's cp.async fallback) leave
+  // it nothing to do: it exits, which releases the block barriers it would otherwise hold (PTX
+  // `exit`).
   static __device__ void producer(const FwdParams& p, W& w, Element* sK, Element* sV) {
     if (p.tma_kv == 0) return;
+    const bool issuer = Spec::kPagedKV || (threadIdx.x & 31) == 0;  // paged: the warp's lanes share a tile's copies
+    if ((threadIdx.x & 31) == 0) {
+      for (int st = 0; st < kStages; ++st) {
+        mbar_init(stage_full(sV) + st * 8, 1);
+        mbar_init(stage_empty(sV) + st * 8, kWarps);
+      }
+      mbar_init_fence();
+    }
+    __syncwarp();  // the lanes issue on the barriers lane 0 made
+    const auto issue = [&](int it) {
+      const int stage = (it - w.it_begin) % kStages;
+      if (issuer) tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, w.tile(p, it));
+    };
+    int it = w.it_begin;
+    for (; it < w.it_end && it - w.it_begin < kStages; ++it) issue(it);
     if constexpr (kPageList > 0) stage_page_list(p, w, page_list(sV), /*copy=*/false);
-    block_sync();  // the stage barriers are initialised; the page ids are staged
-    for (int it = w.it_begin; it < w.it_end; ++it) {
-      const int rel = it - w.it_begin, stage = rel % kStages;
-      if (rel >= kStages) mbar_wait(stage_empty(sV) + stage * 8, (rel / kStages - 1) & 1);
-      if (Spec::kPagedKV || (threadIdx.x & 31) == 0)
-        tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, w.tile(p, it));
+    block_sync();  // the barriers are seen block-wide; the computing warps have staged the page ids
+    for (; it < w.it_end; ++it) {
+      const int rel = it - w.it_begin;
+      mbar_wait(stage_empty(sV) + (rel % kStages) * 8, (rel / kStages - 1) & 1);  // tile rel - kStages released
+      issue(it);
     }
   }
 
@@ -877,10 +894,8 @@ struct FwdKernel {
       // bench/results/2026-12-02-h200-session16/). A paged block first stages its page list and
       // issues after the one barrier that publishes both: issuing first, its lanes' lookups in the
       // global table, was 0.5-1% slower at 70B B1.
-      if (threadIdx.x == 0) {
+      if (threadIdx.x == 0 && !kProducer) {  // (the producer warp makes its own)
         for (int st = 0; st < kStages; ++st) mbar_init(stage_full(sV) + st * 8, 1);
-        if constexpr (kProducer)
-          for (int st = 0; st < kStages; ++st) mbar_init(stage_empty(sV) + st * 8, kWarps);
         mbar_init_fence();
       }
       if constexpr (!Spec::kPagedKV && !kProducer) {
