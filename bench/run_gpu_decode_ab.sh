@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B of carried builds on bench/gpu_decode.py's own cells (ours only, validated before timed),
 # interleaved round by round so that clock drift falls on every variant alike. Each argument is
-# "name=DIR[+VAR=VALUE]": the C library of a build carried in DIR (e.g. .devcarry-base from an
-# earlier commit, next to .devcarry), optionally with one of the runtime's knobs set. The first
+# "name=DIR[+VAR=VALUE...]": the C library of a build carried in DIR (e.g. .devcarry-base from an
+# earlier commit, next to .devcarry), optionally with some of the runtime's knobs set (values
+# without '+'). The first
 # variant is the reference of the ratios. One row per (round, variant, cell) in
 # $OUT/decode_ab.txt, medians with ratios on stdout.
 # Usage on the device: SUITE=paged ROUNDS=2 bash bench/run_gpu_decode_ab.sh old=.devcarry-base new=.devcarry
@@ -15,7 +16,7 @@ Q=""; [ "${QUICK:-1}" = 1 ] && Q="--quick"
 for round in $(seq "${ROUNDS:-2}"); do
   for v in "$@"; do
     name=${v%%=*} spec=${v#*=} envs=()
-    [[ "$spec" == *+* ]] && envs=("${spec#*+}")
+    [[ "$spec" == *+* ]] && IFS=+ read -ra envs <<< "${spec#*+}"
     dir=${spec%%+*}
     env "${envs[@]}" timeout 300 python3 bench/gpu_decode.py --lib "$dir/lib/libattnfuse_c.so" --suite "${SUITE:-decode}" \
       $Q --ours-only --out "$(mktemp -d)" 2>&1 | awk -v r="$round" -v n="$name" '

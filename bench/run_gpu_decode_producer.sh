@@ -33,10 +33,13 @@ for tool in racecheck synccheck; do
 done
 tar czf "$OUT/logs.tgz" -C "$W" .
 
+# paged also gets `wide`: the producer warp with 128-key tiles at every page size (pages of 16
+# in 128-key tiles were slower in session 15, when warp 0 issued their 32 copies per tile itself).
 for suite in decode paged; do
   say "== 3. $suite: base against the producer warp"
+  extra=(); [ $suite = paged ] && extra=(wide=.devcarry+ATTNFUSE_CUDA_DECODE_PRODUCER=1+ATTNFUSE_CUDA_DECODE_TILE=16,128,4,3,4)
   OUT=$W/${suite}_ab SUITE=$suite QUICK=$([ $suite = paged ] && echo 0 || echo 1) ROUNDS=2 \
-    timeout "$(left 150)" bash bench/run_gpu_decode_ab.sh base=.devcarry \
-    producer=.devcarry+ATTNFUSE_CUDA_DECODE_PRODUCER=1 2>&1 | tee -a "$D"
+    timeout "$(left 200)" bash bench/run_gpu_decode_ab.sh base=.devcarry \
+    producer=.devcarry+ATTNFUSE_CUDA_DECODE_PRODUCER=1 "${extra[@]}" 2>&1 | tee -a "$D"
   tar czf "$OUT/logs.tgz" -C "$W" .
 done
