@@ -129,7 +129,8 @@ std::vector<Variant> variants_of(Group group) {
               }
         }
   // The producer-warp experiment (ATTNFUSE_CUDA_DECODE_PRODUCER=1): the narrow TMA decode tiles,
-  // contiguous and paged (boxes of 64 rows and of fewer), split and not, and one fp16 D = 64.
+  // contiguous and paged (boxes of 64 rows and of fewer), split and not, one fp16 D = 64, and
+  // the wide tile.
   const char* plain = kDecodePrograms[0];
   for (bool split : {false, true}) {
     variants.push_back({plain, DType::BF16, 128, 90, RopeMode::Fused, 16, false, split, false, true});
@@ -137,6 +138,8 @@ std::vector<Variant> variants_of(Group group) {
     variants.push_back({plain, DType::BF16, 128, 90, RopeMode::Fused, 16, true, split, false, true});
   }
   variants.push_back({plain, DType::F16, 64, 90, RopeMode::Fused, 16, true, true, false, true});
+  for (bool paged : {false, true})  // the wide tile (64 rows: speculative decoding's wide groups)
+    variants.push_back({plain, DType::BF16, 128, 90, RopeMode::Fused, 64, paged, false, false, true});
   return variants;
 }
 
