@@ -20,3 +20,10 @@ digest_init() {
   : > "$D"
 }
 say() { echo "$*" | tee -a "$D"; }
+# GPU tests FILTER within LIMIT seconds into $W/NAME.log; says the summary and the failures.
+# Environment assignments written before the call reach the tests (KNOB=1 gpu_tests ...).
+gpu_tests() {  # name, filter, limit
+  timeout "$3" .devcarry/test_gpu --gtest_filter="$2" > "$W/$1.log" 2>&1
+  say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/$1.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/$1.log" | head -20 >> "$D"
+}

@@ -17,11 +17,9 @@ digest_init  # $W, $D, say (device_env.sh)
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
 
 say "== 1. GPU tests with ATTNFUSE_CUDA_DECODE_PRODUCER=1"
-ATTNFUSE_CUDA_DECODE_PRODUCER=1 timeout "$(left 200)" .devcarry/test_gpu \
-  --gtest_filter='CudaDecode.SanitizerSubset:CudaDecode.QueriesCachesGqaAndSplits:CudaDecode.PagedTma*:CudaDecode.PagedLayouts*:CudaDecode.InKernelMerge*:CudaDecode.RowsThatKeepNothing:CudaDecode.HundredThousandKeys:CudaDecode.PagedPageLists*' \
-  > "$W/tests.log" 2>&1
-say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests.log" | head -20 >> "$D"
+ATTNFUSE_CUDA_DECODE_PRODUCER=1 gpu_tests tests \
+  'CudaDecode.SanitizerSubset:CudaDecode.QueriesCachesGqaAndSplits:CudaDecode.PagedTma*:CudaDecode.PagedLayouts*:CudaDecode.InKernelMerge*:CudaDecode.RowsThatKeepNothing:CudaDecode.HundredThousandKeys:CudaDecode.PagedPageLists*' \
+  "$(left 200)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 
 say "== 2. compute-sanitizer with the producer warp"

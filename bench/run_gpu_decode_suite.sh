@@ -10,9 +10,7 @@ L=.devcarry/lib/libattnfuse_c.so
 digest_init  # $W, $D, say (device_env.sh)
 
 say "== 1. GPU tests: CudaDecode.*"
-timeout $((${CAP:-470} - 90)) .devcarry/test_gpu --gtest_filter='CudaDecode.*' > "$W/tests.log" 2>&1
-say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests.log" | head -20 >> "$D"
+gpu_tests tests 'CudaDecode.*' $((${CAP:-470} - 90))
 grep -E '^\[       OK' "$W/tests.log" >> "$D"
 tar czf "$OUT/logs.tgz" -C "$W" .
 

@@ -16,18 +16,12 @@ source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried lib
 digest_init  # $W, $D, say (device_env.sh)
 
 say "== 1. GPU tests: paged decode, the decode launch plan, contiguous decode by TMA"
-timeout 200 .devcarry/test_gpu \
-  --gtest_filter='CudaDecode.Paged*:CudaDecode.LaunchPlanOfALlama3Step:CudaDecode.QueriesCachesGqaAndSplits:CudaDecode.HundredThousandKeys' \
-  > "$W/tests.log" 2>&1
-say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests.log" | head -20 >> "$D"
+gpu_tests tests \
+  'CudaDecode.Paged*:CudaDecode.LaunchPlanOfALlama3Step:CudaDecode.QueriesCachesGqaAndSplits:CudaDecode.HundredThousandKeys' 200
 
 say "== 2. the paged tests with unsplit calls by TMA (ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1)"
-ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1 timeout 100 .devcarry/test_gpu \
-  --gtest_filter='CudaDecode.PagedLayouts*:CudaDecode.PagedTma*:CudaDecode.PagedPageLists*:CudaDecode.PagedEveryCombinator' \
-  > "$W/tests_unsplit.log" 2>&1
-say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/tests_unsplit.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests_unsplit.log" | head -20 >> "$D"
+ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=1 gpu_tests tests_unsplit \
+  'CudaDecode.PagedLayouts*:CudaDecode.PagedTma*:CudaDecode.PagedPageLists*:CudaDecode.PagedEveryCombinator' 100
 tar czf "$OUT/logs.tgz" -C "$W" .
 
 say "== 3. paged (8B B8 and B32, 70B B1; pages of 16 and 64)"
