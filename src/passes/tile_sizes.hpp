@@ -159,9 +159,10 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    0.0393 / 0.997 / 0.0415 (bench/results/2026-12-02-h200-session14/, call 2). Nsight at B32:
 //    L2 throughput 96% at 4.24 TB/s of DRAM reads: the L2 now bounds the stream. Paged caches
 //    take the 128-key tile only in modules that copy pages by TMA, and only in boxes of 64 rows
-//    or more (cuda_decode_wide_keys): B8's unsplit padded module was 65-69% slower with it; at pages of 64 8B B8 / 32k went 0.2831 -> 0.2506 ms and
-//    70B B1 / 32k 0.0457 -> 0.0433, at pages of 16 both were slower (0.2787 -> 0.3175, 0.0466 ->
-//    0.0471; bench/results/2026-12-02-h200-session15/call2/).
+//    or more (cuda_decode_wide_keys): B8's unsplit padded module was 65-69% slower with it; at
+//    pages of 64 8B B8 / 32k went 0.2831 -> 0.2506 ms and 70B B1 / 32k 0.0457 -> 0.0433, at
+//    pages of 16 both were slower (0.2787 -> 0.3175, 0.0466 -> 0.0471;
+//    bench/results/2026-12-02-h200-session15/call2/).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).

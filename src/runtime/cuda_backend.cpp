@@ -370,8 +370,7 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   //    judged on the two-stage split so that longer calls never compile it). Its three stages
   //    were 17-20% slower over long parts (passes/tile_sizes.hpp).
   // (Wide and overridden tiles resolve to the same module: nothing to redo.)
-  const bool long_parts_ok = pl.kv_layout == KvLayout::Contiguous ||
-                             (pages != PageCopy::CpAsync && decode_tma(pl.rope_mode, pl.kv_layout, pages));
+  const bool long_parts_ok = pl.kv_layout == KvLayout::Contiguous || decode_tma(pl.rope_mode, pl.kv_layout, pages);
   const bool deep_fits = long_parts_ok || (key_tiles + splits - 1) / std::max(splits, 1) <=
                                               paged_deep_max_tiles_override().value_or(passes::kPagedDeepMaxTiles);
   if (splits > 1 && decode_rows > 0 && deep_fits) {

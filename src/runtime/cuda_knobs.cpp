@@ -20,6 +20,12 @@ bool knob_on(const char* name) {
   return !(env && std::string(env) == "0");
 }
 
+// An experiment's switch: on only when set to 1.
+bool knob_opted_in(const char* name) {
+  const char* env = std::getenv(name);
+  return env && std::string(env) == "1";
+}
+
 }  // namespace
 
 std::optional<TileConfig> parse_tile_knob(const char* text) {
@@ -147,10 +153,7 @@ bool paged_tma_enabled() {
 }
 
 bool decode_producer_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("ATTNFUSE_CUDA_DECODE_PRODUCER");
-    return env && std::string(env) == "1";
-  }();
+  static const bool on = knob_opted_in("ATTNFUSE_CUDA_DECODE_PRODUCER");
   return on;
 }
 

@@ -906,13 +906,13 @@ struct FwdKernel {
     }
     bool staged = false;
     if constexpr (kPageList > 0) staged = stage_page_list(p, w, page_list(sV));
-    // The staged page ids (read by the first K/V copies below), and the stage barriers every warp
-    // waits on, are visible block-wide.
     const bool issued = tma && (kProducer || !Spec::kPagedKV);  // above, or by the producer warp
     const auto load_q = [&] {
       load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });
     };
     if (issued) load_q();  // ahead of the barrier too (the order measured)
+    // The staged page ids (read by the first K/V copies below), and the stage barriers every warp
+    // waits on, are visible block-wide.
     if (kProducer && tma) block_sync();  // with the producer warp (producer())
     else if (staged || tma) __syncthreads();
     if (kPairWindow && !kWgmma && any) plan = plan_of(w, rt, w.tile(p, w.it_begin));
