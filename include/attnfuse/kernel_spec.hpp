@@ -153,9 +153,10 @@ struct TileConfig {
   // swizzled stages, instead of cp.async from every thread into padded ones. Set by the runtime
   // (CudaKernel::resolved).
   bool tma_kv = false;
-  // CUDA only, Hopper, with tma_kv on a decode tile: one more warp issues those copies while the
-  // num_warps warps compute (attention_fwd.cuh, FwdKernel::producer). An experiment, off unless
-  // ATTNFUSE_CUDA_DECODE_PRODUCER=1 (CudaKernel::resolved).
+  // CUDA only, Hopper, where the tile copies K/V by TMA (a decode tile with tma_kv, or the wgmma
+  // prefill tile): one more warp issues those copies while the num_warps warps compute
+  // (attention_fwd.cuh, FwdKernel::producer). Experiments, off unless
+  // ATTNFUSE_CUDA_DECODE_PRODUCER=1 / ATTNFUSE_CUDA_WGMMA_PRODUCER=1 (CudaKernel::resolved).
   bool producer_warp = false;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };

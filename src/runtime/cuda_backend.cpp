@@ -81,7 +81,7 @@ std::string describe(const KernelSpec& s) {
   return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}{}", score_kind_name(s.score), rope,
                      norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
                      dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
-                     s.tile.wgmma ? " wgmma" : "",
+                     s.tile.wgmma ? (s.tile.producer_warp ? " wgmma producer" : " wgmma") : "",
                      s.tile.min_blocks > 1 ? fmt::format(" x{}/SM", s.tile.min_blocks) : "",
                      s.tile.pack_gqa ? (s.tile.tma_kv ? (s.tile.producer_warp ? " decode tma producer" : " decode tma") : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
 }
@@ -173,6 +173,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());
+  if (decode_rows <= 0 && r.tile.wgmma) r.tile.producer_warp = wgmma_producer_enabled();
   if (const auto& w = wgmma_tile_override(); w && r.tile.wgmma) {
     r.tile.block_k = w->block_k;
     r.tile.min_blocks = w->min_blocks;

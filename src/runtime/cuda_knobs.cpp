@@ -157,6 +157,11 @@ bool decode_producer_enabled() {
   return on;
 }
 
+bool wgmma_producer_enabled() {
+  static const bool on = knob_opted_in("ATTNFUSE_CUDA_WGMMA_PRODUCER");
+  return on;
+}
+
 bool paged_tma_unsplit_enabled() {
   static const bool on = knob_on("ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT");
   return on;

@@ -66,9 +66,9 @@ TEST(LaunchShape, OnlyDensePagedDecodeTilesAtUpTo128DimsStageIds) {
             std::string::npos);
 }
 
-TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTilesOnly) {
+TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTiles) {
   // TileConfig::producer_warp adds one warp to the block and to the emitted Spec where the decode
-  // tile copies K/V by TMA; elsewhere (cp.async tiles, documents, the wgmma prefill) it is inert.
+  // tile copies K/V by TMA; elsewhere (cp.async tiles, documents) it is inert.
   KernelSpec tma = decode_spec(kCausal, 128, true, true);
   tma.tile.tma_kv = true;
   EXPECT_EQ(codegen::cuda::threads_per_block(tma), 128);
@@ -90,6 +90,30 @@ TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTilesOnly) {
   KernelSpec docs = decode_spec("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 128, false, true);
   docs.tile.tma_kv = docs.tile.producer_warp = true;  // documents never copy by TMA
   EXPECT_FALSE(codegen::cuda::producer_warp(docs));
+}
+
+TEST(LaunchShape, TheWgmmaTilesProducerIsAWarpgroup) {
+  // The wgmma prefill tile's producer is a whole warpgroup, so that setmaxnreg can move its
+  // registers to the computing warpgroups: 384 threads, one block per SM. A tile meant for two
+  // blocks per SM (block-sparse at D = 64) keeps no producer.
+  KernelSpec wg = Program::parse(kCausal).compile({Target::Cuda, DType::BF16, 64});
+  wg.tile = passes::cuda_arch_tile(wg, 90);
+  ASSERT_TRUE(wg.tile.wgmma);
+  ASSERT_EQ(wg.tile.min_blocks, 1);
+  EXPECT_EQ(codegen::cuda::threads_per_block(wg), 256);
+  wg.tile.producer_warp = true;
+  EXPECT_TRUE(codegen::cuda::producer_warp(wg));
+  EXPECT_EQ(codegen::cuda::threads_per_block(wg), 384);
+  const std::string src = codegen::cuda::emit_forward(wg);
+  EXPECT_NE(src.find("kProducerWarp = true;"), std::string::npos);
+  EXPECT_NE(src.find("__launch_bounds__(384, 1)"), std::string::npos);
+  KernelSpec two = wg;
+  two.tile.min_blocks = 2;
+  EXPECT_FALSE(codegen::cuda::producer_warp(two));
+  EXPECT_EQ(codegen::cuda::threads_per_block(two), 256);
+  KernelSpec paged = wg;  // the wgmma tile copies paged K/V by cp.async
+  paged.kv_layout = KvLayout::Paged;
+  EXPECT_FALSE(codegen::cuda::producer_warp(paged));
 }
 
 }  // namespace

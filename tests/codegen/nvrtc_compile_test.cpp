@@ -78,7 +78,7 @@ struct Variant {
   bool paged = false;
   bool split = false;  // the narrow decode tile of a split call (three stages)
   bool large_boxes = false;  // paged split on sm_90: pages in TMA boxes of 64 rows (128-key tiles)
-  bool producer = false;     // sm_90 TMA decode tile with a producer warp (TileConfig::producer_warp)
+  bool producer = false;     // sm_90 TMA decode or wgmma tile with a producer warp (TileConfig::producer_warp)
 };
 
 // The variants of one group: the plain programs' prefill tiles, the rope programs' prefill
@@ -100,8 +100,14 @@ std::vector<Variant> variants_of(Group group) {
           if ((arch == 90 && (t == DType::BF16 || d == 64 || d == 128)) || (arch == 80 && t == DType::BF16 && d == 128))
             variants.push_back({program, t, d, arch, mode});
   };
-  if (group == Group::Prefill)
+  if (group == Group::Prefill) {
     for (const char* p : kPrograms) add(p, RopeMode::Auto);
+    // The wgmma tile with a producer warp (ATTNFUSE_CUDA_WGMMA_PRODUCER=1): 288 threads, so at
+    // most 224 registers each for one block per SM; the plain, causal and block-sparse programs.
+    for (const char* p : {kPrograms[0], kPrograms[1], kPrograms[11]})
+      for (int d : {64, 128})
+        variants.push_back({p, DType::BF16, d, 90, RopeMode::Auto, 0, false, false, false, true});
+  }
   if (group == Group::Rope)
     for (const RopeProgram& p : kRopePrograms) add(p.text, p.mode);
   if (group != Group::Decode) return variants;

@@ -43,9 +43,16 @@ void check_supported(const KernelSpec& spec) {
                 "from_block_classifier) and drop document(), or run it on the CPU");
 }
 
-int threads_per_block(const KernelSpec& spec) { return (spec.tile.num_warps + (producer_warp(spec) ? 1 : 0)) * 32; }
+int threads_per_block(const KernelSpec& spec) {
+  // The wgmma tile's producer is a warpgroup (setmaxnreg moves registers per warpgroup), the
+  // decode tile's one warp (FwdKernel::kProducerWarps).
+  return (spec.tile.num_warps + (producer_warp(spec) ? (spec.tile.wgmma ? 4 : 1) : 0)) * 32;
+}
 
-bool producer_warp(const KernelSpec& spec) { return spec.tile.producer_warp && !spec.tile.wgmma && uses_tma(spec); }
+bool producer_warp(const KernelSpec& spec) {
+  // The wgmma tile's producer warpgroup holds a 384-thread block to one per SM.
+  return spec.tile.producer_warp && uses_tma(spec) && !(spec.tile.wgmma && spec.tile.min_blocks > 1);
+}
 
 int shared_memory_bytes(const KernelSpec& spec) {
   // attention_fwd.cuh stages the RoPE tables when it rotates (kRotate) or prunes (kPairWindow).

@@ -38,7 +38,8 @@ void check_supported(const KernelSpec& spec);
 
 // Threads per block and dynamic shared memory of the emitted kernel (host side of the launch).
 int threads_per_block(const KernelSpec& spec);
-// Whether the decode tile takes a producer warp for its TMA copies (TileConfig::producer_warp).
+// Whether the tile takes a producer warp for its TMA copies (TileConfig::producer_warp): decode
+// tiles and the wgmma prefill tile, where they copy K/V by TMA.
 bool producer_warp(const KernelSpec& spec);
 int shared_memory_bytes(const KernelSpec& spec);
 // Page ids a paged decode block stages in shared memory (Spec::kPageListSlots; 0: it looks them

@@ -69,11 +69,18 @@ struct FwdKernel {
   // 128-byte swizzled stages, which ldmatrix reads as it reads the padded ones (each lane names
   // its row's 16-byte chunk), so only the K/V offsets change; Q stays padded.
   static constexpr bool kTmaDecode = Spec::kTmaKV && !kWgmma;
-  // ... and, with Spec::kProducerWarp, a fifth warp (threads kThreads .. kThreads + 31) issues
-  // those copies while the kWarps computing warps only compute: they wait for a stage's "full"
-  // barrier and release it on its "empty" one, with no block barrier per tile (FwdKernel::producer).
+  // ... and, with Spec::kProducerWarp, one more warp (threads kThreads .. kThreads + 31) issues
+  // the TMA copies of the decode tiles or of the wgmma prefill while the kWarps computing warps
+  // only compute: they wait for a stage's "full" barrier and release it on its "empty" one, with
+  // no block barrier per tile (FwdKernel::producer).
   static constexpr bool kProducer = Spec::kProducerWarp;
-  static_assert(!kProducer || kTmaDecode, "the producer warp issues the decode tiles' TMA copies");
+  static_assert(!kProducer || Spec::kTmaKV, "the producer warp issues TMA copies");
+  // The wgmma tile's producer is a whole warpgroup (warps kWarps .. kWarps + 3), because
+  // setmaxnreg moves registers per warpgroup: it keeps kProducerRegs, the computing warpgroups
+  // take kComputeRegs (384 threads launch at 168 each: 128 x 24 + 256 x 240 fits the 64K file).
+  // One of its warps issues; the other three leave after the block barrier.
+  static constexpr int kProducerWarps = kProducer ? (kWgmma ? 4 : 1) : 0;
+  static constexpr int kProducerRegs = 24, kComputeRegs = 240;
   static constexpr bool kSwizzledKV = kWgmma || kTmaDecode;
   static constexpr int kKVPitch = kSwizzledKV ? kD : kStride;
   static constexpr int kQTile = kBM * kPitch, kKVTile = kBN * kKVPitch;
@@ -345,6 +352,13 @@ struct FwdKernel {
   // `exit`).
   static __device__ void producer(const FwdParams& p, W& w, Element* sK, Element* sV) {
     if (p.tma_kv == 0) return;
+    // The wgmma loop returns before its first barrier when the block has no key tile (the decode
+    // tile's computing warps pass the block barrier whatever their tiles).
+    if (kWgmma && w.it_begin >= w.it_end) return;
+    if (threadIdx.x >= kThreads + 32) {  // the wgmma producer warpgroup's idle warps
+      block_sync();
+      return;
+    }
     const bool issuer = Spec::kPagedKV || (threadIdx.x & 31) == 0;  // paged: the warp's lanes share a tile's copies
     if ((threadIdx.x & 31) == 0) {
       for (int st = 0; st < kStages; ++st) {
@@ -848,9 +862,11 @@ struct FwdKernel {
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
     if constexpr (kProducer) {
       if (threadIdx.x >= kThreads) {
+        if constexpr (kWgmma) setmaxnreg_dec<kProducerRegs>();
         producer(p, w, sK, sV);
         return;
       }
+      if constexpr (kWgmma) setmaxnreg_inc<kComputeRegs>();
     }
     RopeTables rt{};
     if constexpr (kTables) {

@@ -18,7 +18,9 @@
 //  - decoupled (every TMA call): no block-wide barrier in the loop. Each warp releases a stage
 //    on the stage's "empty" mbarrier once its P V product has read it; one thread of
 //    warpgroup 1 waits for that release before it reloads the stage. The warpgroups drift
-//    apart freely, so one's softmax falls under the other's matrix products.
+//    apart freely, so one's softmax falls under the other's matrix products. With a producer
+//    warp (Spec::kProducerWarp, FwdKernel::producer) a ninth warp waits and issues instead, so
+//    no computing warp ever waits on the other warpgroup's release.
 //  - lockstep (cp.async calls): one __syncthreads per tile publishes the generic-proxy copies
 //    and frees the stage the next load overwrites.
 // Measured on the H200 (bench/results/2026-12-01-h200-decoupled/): against the lockstep loop
@@ -256,19 +258,22 @@ struct WgmmaMainloop {
     const int wg = warp / 4, n = w.it_end - w.it_begin;
     const bool tma = Kernel::SpecType::kTmaKV && p.tma_kv != 0;
     const bool dec = tma;  // the decoupled schedule; uniform over the block
-    const u32 full = smem_addr(sV + kS * kKVTile);  // kS barriers: the stage's tile has landed
-    const u32 empty = full + kS * 8;                // decoupled, kS more: every warp is done with it
+    const u32 full = Kernel::stage_full(sV);    // kS barriers: the stage's tile has landed
+    const u32 empty = Kernel::stage_empty(sV);  // decoupled, kS more: every warp is done with it
+    // With the producer warp it makes the barriers and issues every tile (FwdKernel::producer).
+    constexpr bool kProduced = Kernel::kProducer;
     if (tma) {
-      if (threadIdx.x == 0) {
+      if (threadIdx.x == 0 && !kProduced) {
         for (int st = 0; st < kS; ++st) mbar_init(full + st * 8, 1);
         if (dec)
           for (int st = 0; st < kS; ++st) mbar_init(empty + st * 8, Kernel::kWarps);
         mbar_init_fence();
       }
-      __syncthreads();  // the barriers exist before anyone waits on them
+      if (kProduced) Kernel::block_sync();  // the producer's barriers exist (it passes this one too)
+      else __syncthreads();  // the barriers exist before anyone waits on them
     }
-    // The thread that issues the TMA loads.
-    const bool loader = threadIdx.x == 128;
+    // The thread that issues the TMA loads (none with the producer warp).
+    const bool loader = threadIdx.x == 128 && !kProduced;
     float s[1][kNT][4];
     u32 pa[kBN / 16][4];
     float alpha[2];
@@ -305,12 +310,14 @@ struct WgmmaMainloop {
       if (tma) mbar_wait(full + (rel % kS) * 8, (rel / kS) & 1);  // the stage's (rel / kS)-th use
       if (rel == 0 || !dec) {
         // cp.async copies (Q too) become visible to wgmma's async proxy; lockstep: every warp is
-        // also done with tile rel - 2's stage, which the load below overwrites.
+        // also done with tile rel - 2's stage, which the load below overwrites. The producer
+        // warp, waiting on the stages, takes no part (named barrier 1 of the computing warps).
         fence_proxy_async_smem();
-        __syncthreads();
+        if (kProduced && tma) Kernel::compute_sync();
+        else __syncthreads();
       }
       // Tile rel + kS - 2 into the stage of tile rel - 2.
-      if (rel > 0) {
+      if (rel > 0 && !(kProduced && tma)) {
         const int ahead = rel + kS - 2, st = ahead % kS;
         if (ahead < n) {
           if (!dec) {

@@ -63,6 +63,22 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
+// Moves registers between the warpgroups of a block (sm_90a; every thread of the warpgroup runs
+// it): a warpgroup that only issues copies gives its registers back (dec) and the computing ones
+// take them (inc), so a 384-thread block allocated at 168 registers each computes at 240.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#ifdef ATTNFUSE_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#ifdef ATTNFUSE_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
 // Pins accumulator registers at this point of the program: wgmma writes them asynchronously, so
 // the compiler must not move their reads or writes across the issue / wait (CUTLASS's
 // warpgroup_fence_operand).
