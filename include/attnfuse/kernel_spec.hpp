@@ -155,8 +155,9 @@ struct TileConfig {
   bool tma_kv = false;
   // CUDA only, Hopper, where the tile copies K/V by TMA (a decode tile with tma_kv, or the wgmma
   // prefill tile): one more warp issues those copies while the num_warps warps compute
-  // (attention_fwd.cuh, FwdKernel::producer). Experiments, off unless
-  // ATTNFUSE_CUDA_DECODE_PRODUCER=1 / ATTNFUSE_CUDA_WGMMA_PRODUCER=1 (CudaKernel::resolved).
+  // (attention_fwd.cuh, FwdKernel::producer; a warpgroup for the wgmma tile, which
+  // passes::cuda_arch_tile gives one). The decode tiles' is an experiment, off unless
+  // ATTNFUSE_CUDA_DECODE_PRODUCER=1; ATTNFUSE_CUDA_WGMMA_PRODUCER=0 takes the wgmma tile's away.
   bool producer_warp = false;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };

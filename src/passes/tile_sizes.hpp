@@ -214,6 +214,13 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
 //    (fwd_wgmma.cuh), which needs three K/V stages: 225 KB at D = 128, block_k 128.
 //  - D = 64 takes four stages (145 KB): two tiles load ahead while the warpgroups drift apart
 //    in the decoupled schedule (fwd_wgmma.cuh); at D = 128 a fourth stage does not fit.
+//  - A producer warpgroup (fwd_wgmma.cuh, FwdKernel::producer) issues the TMA tiles: 384
+//    threads, setmaxnreg gives it 24 registers and the computing warpgroups 240, and no
+//    computing warp waits for the other warpgroup to free a stage. On the H200 against the loader
+//    thread inside warpgroup 1 (bench/results/2026-12-02-h200-session17/): Llama-3-8B causal 8k
+//    / 32k 1.086x / 1.076x, GPT-2 dense 8k 1.094x, causal 32k 1.012x, causal 8k 0.981x. Tiles
+//    meant for two blocks per SM keep none (384 threads at 168 registers fit once), nor does
+//    one case that would spill (below).
 //  - block_k 128, or 64 where per-cell work (modifiers, ReLU) would push S + O past the register
 //    budget at D = 128 (the same line the mma.sync tile draws). Block-sparse keeps the tile's
 //    block_k so that masks built for it stay multiples of it.
@@ -242,6 +249,11 @@ constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
   if (s.masks.bits() == (1u << static_cast<unsigned>(MaskKind::BlockSparse)) && s.modifiers.size() == 0 &&
       s.head_dim == 64 && s.norm == NormKind::Softmax)
     t.min_blocks = 2;
+  // The producer (used where the tile copies by TMA, codegen::cuda::producer_warp). A two-sided
+  // window at D = 128 spills 20 B within the computing warpgroups' 240 registers, so it keeps
+  // its loader thread (242 registers).
+  const bool two_sided_window = s.masks.has(MaskKind::SlidingWindow) && !s.masks.has(MaskKind::Causal);
+  t.producer_warp = t.min_blocks == 1 && !(s.head_dim == 128 && two_sided_window);
   return t;
 }
 

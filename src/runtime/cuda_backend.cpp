@@ -173,7 +173,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());
-  if (decode_rows <= 0 && r.tile.wgmma) r.tile.producer_warp = wgmma_producer_enabled();
+  if (decode_rows <= 0 && r.tile.wgmma && !wgmma_producer_enabled()) r.tile.producer_warp = false;
   if (const auto& w = wgmma_tile_override(); w && r.tile.wgmma) {
     r.tile.block_k = w->block_k;
     r.tile.min_blocks = w->min_blocks;

@@ -158,7 +158,7 @@ bool decode_producer_enabled() {
 }
 
 bool wgmma_producer_enabled() {
-  static const bool on = knob_opted_in("ATTNFUSE_CUDA_WGMMA_PRODUCER");
+  static const bool on = knob_on("ATTNFUSE_CUDA_WGMMA_PRODUCER");
   return on;
 }
 

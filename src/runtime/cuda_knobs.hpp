@@ -56,8 +56,9 @@ bool paged_tma_unsplit_enabled();
 // ATTNFUSE_CUDA_DECODE_PRODUCER=1 gives Hopper's TMA decode tiles a producer warp that issues
 // their copies (TileConfig::producer_warp): an experiment, off by default until measured.
 bool decode_producer_enabled();
-// ATTNFUSE_CUDA_WGMMA_PRODUCER=1 gives the Hopper wgmma prefill tile a ninth warp that issues its
-// TMA copies (TileConfig::producer_warp): an experiment, off by default until measured.
+// ATTNFUSE_CUDA_WGMMA_PRODUCER=0 takes the Hopper wgmma prefill tile's producer warpgroup away
+// (TileConfig::producer_warp, set by passes::cuda_arch_tile): its loader is then a thread of
+// warpgroup 1, as before the seventeenth session.
 bool wgmma_producer_enabled();
 // The tensor maps' L2 promotion override (parse_tma_l2_promotion_knob).
 const std::optional<int>& tma_l2_promotion_override();

@@ -94,19 +94,23 @@ TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTiles) {
 
 TEST(LaunchShape, TheWgmmaTilesProducerIsAWarpgroup) {
   // The wgmma prefill tile's producer is a whole warpgroup, so that setmaxnreg can move its
-  // registers to the computing warpgroups: 384 threads, one block per SM. A tile meant for two
-  // blocks per SM (block-sparse at D = 64) keeps no producer.
+  // registers to the computing warpgroups: 384 threads, one block per SM. The tile pass gives
+  // it to every one-block-per-SM wgmma tile but the one that would spill; a tile meant for two
+  // blocks per SM (block-sparse at D = 64) keeps none.
   KernelSpec wg = Program::parse(kCausal).compile({Target::Cuda, DType::BF16, 64});
   wg.tile = passes::cuda_arch_tile(wg, 90);
   ASSERT_TRUE(wg.tile.wgmma);
   ASSERT_EQ(wg.tile.min_blocks, 1);
-  EXPECT_EQ(codegen::cuda::threads_per_block(wg), 256);
-  wg.tile.producer_warp = true;
+  EXPECT_TRUE(wg.tile.producer_warp);
   EXPECT_TRUE(codegen::cuda::producer_warp(wg));
   EXPECT_EQ(codegen::cuda::threads_per_block(wg), 384);
   const std::string src = codegen::cuda::emit_forward(wg);
   EXPECT_NE(src.find("kProducerWarp = true;"), std::string::npos);
   EXPECT_NE(src.find("__launch_bounds__(384, 1)"), std::string::npos);
+  KernelSpec off = wg;  // ATTNFUSE_CUDA_WGMMA_PRODUCER=0
+  off.tile.producer_warp = false;
+  EXPECT_EQ(codegen::cuda::threads_per_block(off), 256);
+  EXPECT_EQ(codegen::cuda::shared_memory_bytes(off), codegen::cuda::shared_memory_bytes(wg));
   KernelSpec two = wg;
   two.tile.min_blocks = 2;
   EXPECT_FALSE(codegen::cuda::producer_warp(two));
@@ -114,6 +118,14 @@ TEST(LaunchShape, TheWgmmaTilesProducerIsAWarpgroup) {
   KernelSpec paged = wg;  // the wgmma tile copies paged K/V by cp.async
   paged.kv_layout = KvLayout::Paged;
   EXPECT_FALSE(codegen::cuda::producer_warp(paged));
+
+  KernelSpec sparse = Program::parse("softmax(block_sparse(scaled_dot_product(Q, K))) @ V").compile({Target::Cuda, DType::BF16, 64});
+  sparse.tile = passes::cuda_arch_tile(sparse, 90);
+  EXPECT_EQ(sparse.tile.min_blocks, 2);
+  EXPECT_FALSE(sparse.tile.producer_warp);
+  KernelSpec window = Program::parse("softmax(sliding_window(scaled_dot_product(Q, K), 128)) @ V").compile({Target::Cuda, DType::BF16, 128});
+  window.tile = passes::cuda_arch_tile(window, 90);
+  EXPECT_FALSE(window.tile.producer_warp);  // 20 B of spills at 240 registers
 }
 
 }  // namespace

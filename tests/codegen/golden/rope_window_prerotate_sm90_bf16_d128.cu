@@ -39,7 +39,7 @@ struct Spec {
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
   static constexpr bool kTmaKV = true;
   // ... issued by a warp of their own (kWarps + 1 warps; decode tiles by TMA only).
-  static constexpr bool kProducerWarp = false;
+  static constexpr bool kProducerWarp = true;
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {
@@ -49,7 +49,7 @@ struct Spec {
 
 }  // namespace attnfuse_kernels
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(384, 1)
 attnfuse_fwd(const __grid_constant__ attnfuse_kernels::FwdParams p) {
   extern __shared__ __align__(16) char smem[];
   attnfuse_kernels::FwdKernel<attnfuse_kernels::Spec>::run(p, smem);
