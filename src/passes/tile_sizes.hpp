@@ -217,10 +217,12 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
 //  - A producer warpgroup (fwd_wgmma.cuh, FwdKernel::producer) issues the TMA tiles: 384
 //    threads, setmaxnreg gives it 24 registers and the computing warpgroups 240, and no
 //    computing warp waits for the other warpgroup to free a stage. On the H200 against the loader
-//    thread inside warpgroup 1 (bench/results/2026-12-02-h200-session17/): Llama-3-8B causal 8k
-//    / 32k 1.086x / 1.076x, GPT-2 dense 8k 1.094x, causal 32k 1.012x, causal 8k 0.981x. Tiles
-//    meant for two blocks per SM keep none (384 threads at 168 registers fit once), nor does
-//    one case that would spill (below).
+//    thread inside warpgroup 1 (bench/results/2026-12-02-h200-session17/, CLI A/B, two rounds):
+//    Llama-3-8B causal 8k / 32k 1.086x / 1.076x, dense 8k 1.115x, causal+alibi 8k 1.113x,
+//    causal+window 8k 1.024x; GPT-2 dense 8k 1.094x. GPT-2 causal (D = 64) lost at 4k / 8k / 16k
+//    (0.966x / 0.981x / 0.986x; 1.012x at 32k), so D = 64 causal tiles keep the loader thread.
+//    Tiles meant for two blocks per SM keep none (384 threads at 168 registers fit once), nor
+//    does one case that would spill (below).
 //  - block_k 128, or 64 where per-cell work (modifiers, ReLU) would push S + O past the register
 //    budget at D = 128 (the same line the mma.sync tile draws). Block-sparse keeps the tile's
 //    block_k so that masks built for it stay multiples of it.
@@ -253,7 +255,8 @@ constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
   // window at D = 128 spills 20 B within the computing warpgroups' 240 registers, so it keeps
   // its loader thread (242 registers).
   const bool two_sided_window = s.masks.has(MaskKind::SlidingWindow) && !s.masks.has(MaskKind::Causal);
-  t.producer_warp = t.min_blocks == 1 && !(s.head_dim == 128 && two_sided_window);
+  const bool d64_causal = s.head_dim == 64 && s.masks.has(MaskKind::Causal);
+  t.producer_warp = t.min_blocks == 1 && !(s.head_dim == 128 && two_sided_window) && !d64_causal;
   return t;
 }
 
