@@ -308,12 +308,11 @@ struct FwdKernel {
   // bits, or the last page's rows past its length), after the stage's barrier and before the
   // step's block barrier publishes them. K's rows there need nothing: their scores are masked
   // by selection. The proxy fence orders these generic stores before any later copy-engine
-  // write to the stage. Threads first, first + stride, ... share the stores: the block's
-  // computing threads, or the producer warp's lanes before they issue the tile.
-  static __device__ __forceinline__ bool zero_tail_rows(const W& w, Element* v_tile, int n0, int first, int stride) {
+  // write to the stage.
+  static __device__ __forceinline__ bool zero_tail_rows(const W& w, Element* v_tile, int n0) {
     const int live = w.len_k - n0;
     if (live >= kBN) return false;  // uniform over the block
-    for (int c = first; c < (kBN - live) * kChunks; c += stride)
+    for (int c = threadIdx.x; c < (kBN - live) * kChunks; c += kThreads)
       *reinterpret_cast<uint4*>(v_tile + kv_offset(live + c / kChunks, c % kChunks)) = make_uint4(0, 0, 0, 0);
     fence_proxy_async_smem();
     return true;
@@ -370,14 +369,8 @@ struct FwdKernel {
     }
     __syncwarp();  // the lanes issue on the barriers lane 0 made
     const auto issue = [&](int it) {
-      const int stage = (it - w.it_begin) % kStages, nb = w.tile(p, it);
-      if constexpr (Spec::kPagedKV) {
-        // The stage is this warp's until the tile's barrier completes, so it zeroes the tail rows
-        // itself; the lane-0 arrival on that barrier publishes the stores with the copies.
-        zero_tail_rows(w, sV + stage * kKVTile, nb * kBN, threadIdx.x & 31, 32);
-        __syncwarp();
-      }
-      if (issuer) tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, nb);
+      const int stage = (it - w.it_begin) % kStages;
+      if (issuer) tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, w.tile(p, it));
     };
     int it = w.it_begin;
     for (; it < w.it_end && it - w.it_begin < kStages; ++it) issue(it);
@@ -703,12 +696,20 @@ struct FwdKernel {
     const bool produced = kProducer && tma;       // the producer warp loads the tiles
     if (produced) {
       if (rel == 0) cp_async_wait<0>();  // Q, the only cp.async group
-      mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);  // (tail rows zeroed by the producer)
-      if (rel == 0) compute_sync();  // Q, seen by every computing warp
+      mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);
+      // compute-sanitizer racecheck reports these stores against other warps' reads of the
+      // stage's previous tile (bench/results/2026-12-02-h200-session17/). Those reads come before
+      // the readers' arrivals on the empty barrier, which the producer waits for before its
+      // arrival on this full barrier: ordered, through a third warp that racecheck does not
+      // follow. The producer cannot zero the rows itself: the last box's rows past the length
+      // land after it issues (tried; the paged tests failed).
+      bool zeroed = false;
+      if constexpr (Spec::kPagedKV) zeroed = zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
+      if (rel == 0 || zeroed) compute_sync();  // Q, or the zeroed V rows, seen by every computing warp
     } else if (tma) {
       cp_async_wait<0>();  // Q, the only cp.async group
       mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);  // the stage's (rel / kStages)-th use
-      if constexpr (Spec::kPagedKV) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN, threadIdx.x, kThreads);
+      if constexpr (Spec::kPagedKV) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
     } else {
       cp_async_wait<kStages - 2>();
     }
