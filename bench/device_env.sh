@@ -27,3 +27,6 @@ gpu_tests() {  # name, filter, limit
   say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/$1.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/$1.log" | head -20 >> "$D"
 }
+# Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
+# a script sets its own default CAP before calling).
+left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }

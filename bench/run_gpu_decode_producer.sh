@@ -14,7 +14,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 digest_init  # $W, $D, say (device_env.sh)
-left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
+CAP=${CAP:-560}  # left (device_env.sh) bounds each step by it
 
 say "== 1. GPU tests with ATTNFUSE_CUDA_DECODE_PRODUCER=1"
 ATTNFUSE_CUDA_DECODE_PRODUCER=1 gpu_tests tests \

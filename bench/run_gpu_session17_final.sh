@@ -12,7 +12,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
-left() { local l=$((${CAP:-470} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
+CAP=${CAP:-470}  # left (device_env.sh) bounds each step by it
 L=.devcarry/lib/libattnfuse_c.so
 
 say "== 1. the sparse tests the third call did not reach"

@@ -12,7 +12,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
-left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
+CAP=${CAP:-560}  # left (device_env.sh) bounds each step by it
 race() {  # name, filter, limit, env assignments...
   local name=$1 filter=$2 limit=$3; shift 3
   env ATTNFUSE_NVRTC_LINEINFO=1 "$@" timeout "$(left "$limit")" compute-sanitizer --tool racecheck \
