@@ -162,6 +162,11 @@ bool wgmma_producer_enabled() {
   return on;
 }
 
+bool nvrtc_lineinfo_enabled() {
+  static const bool on = knob_opted_in("ATTNFUSE_NVRTC_LINEINFO");
+  return on;
+}
+
 bool paged_tma_unsplit_enabled() {
   static const bool on = knob_on("ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT");
   return on;

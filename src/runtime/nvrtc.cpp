@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <string_view>
 
 #include "attnfuse/error.hpp"
 #include "codegen/cuda/emit.hpp"
+#include "runtime/cuda_knobs.hpp"
 #include "runtime/kernel_sources.hpp"
 
 namespace attnfuse::runtime {
@@ -131,8 +131,7 @@ std::vector<std::string> nvrtc_options(int arch, NvrtcOutput output) {
   if (output == NvrtcOutput::Cubin) opts.emplace_back("--ptxas-options=-v");
   // Source lines in the cubin, so compute-sanitizer and Nsight name the template line of a
   // report instead of an offset. Part of the options, hence of the cache key.
-  if (const char* l = std::getenv("ATTNFUSE_NVRTC_LINEINFO"); l && std::string_view(l) == "1")
-    opts.emplace_back("--generate-line-info");
+  if (nvrtc_lineinfo_enabled()) opts.emplace_back("--generate-line-info");
   return opts;
 }
 

@@ -45,7 +45,7 @@ void check_supported(const KernelSpec& spec) {
 
 int threads_per_block(const KernelSpec& spec) {
   // The wgmma tile's producer is a warpgroup (setmaxnreg moves registers per warpgroup), the
-  // decode tile's one warp (FwdKernel::kProducerWarps).
+  // decode tile's one warp (FwdKernel::producer).
   return (spec.tile.num_warps + (producer_warp(spec) ? (spec.tile.wgmma ? 4 : 1) : 0)) * 32;
 }
 
@@ -163,7 +163,7 @@ struct Spec {{
   static constexpr bool kWgmma = {wgmma};
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
   static constexpr bool kTmaKV = {tma};
-  // ... issued by a warp of their own (kWarps + 1 warps; decode tiles by TMA only).
+  // ... issued by warps of their own (one more warp for decode tiles, a warpgroup for wgmma).
   static constexpr bool kProducerWarp = {producer};
 
   // Score modifiers in program order.

@@ -38,7 +38,7 @@ struct Spec {
   static constexpr bool kWgmma = false;
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
   static constexpr bool kTmaKV = false;
-  // ... issued by a warp of their own (kWarps + 1 warps; decode tiles by TMA only).
+  // ... issued by warps of their own (one more warp for decode tiles, a warpgroup for wgmma).
   static constexpr bool kProducerWarp = false;
 
   // Score modifiers in program order.

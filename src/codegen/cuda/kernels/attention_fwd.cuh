@@ -78,8 +78,8 @@ struct FwdKernel {
   // The wgmma tile's producer is a whole warpgroup (warps kWarps .. kWarps + 3), because
   // setmaxnreg moves registers per warpgroup: it keeps kProducerRegs, the computing warpgroups
   // take kComputeRegs (384 threads launch at 168 each: 128 x 24 + 256 x 240 fits the 64K file).
-  // One of its warps issues; the other three leave after the block barrier.
-  static constexpr int kProducerWarps = kProducer ? (kWgmma ? 4 : 1) : 0;
+  // One of its warps issues; the other three leave after the block barrier. (The host sizes the
+  // block: codegen::cuda::threads_per_block.)
   static constexpr int kProducerRegs = 24, kComputeRegs = 240;
   static constexpr bool kSwizzledKV = kWgmma || kTmaDecode;
   static constexpr int kKVPitch = kSwizzledKV ? kD : kStride;

@@ -19,8 +19,8 @@
 //    on the stage's "empty" mbarrier once its P V product has read it; one thread of
 //    warpgroup 1 waits for that release before it reloads the stage. The warpgroups drift
 //    apart freely, so one's softmax falls under the other's matrix products. With a producer
-//    warp (Spec::kProducerWarp, FwdKernel::producer) a ninth warp waits and issues instead, so
-//    no computing warp ever waits on the other warpgroup's release.
+//    warpgroup (Spec::kProducerWarp, FwdKernel::producer) one of its warps waits and issues
+//    instead, so no computing warp ever waits on the other warpgroup's release.
 //  - lockstep (cp.async calls): one __syncthreads per tile publishes the generic-proxy copies
 //    and frees the stage the next load overwrites.
 // Measured on the H200 (bench/results/2026-12-01-h200-decoupled/): against the lockstep loop
