@@ -3,8 +3,8 @@
 # medians), interleaved round by round so that clock drift falls on every variant alike. Each
 # argument is "name=dir" (dir: a copy of src/codegen/cuda/kernels, read through
 # ATTNFUSE_KERNEL_DIR), "name=file.patch" (the templates with that patch applied, as
-# run_gpu_kernel_ab.sh does), "name=env:VAR=VALUE" (the embedded templates with that environment
-# variable set, for the runtime's knobs), "name=bin:DIR[+VAR=VALUE]" (the CLI of another carried build,
+# run_gpu_kernel_ab.sh does), "name=env:VAR=VALUE[+VAR=VALUE...]" (the embedded templates with
+# those environment variables set, for the runtime's knobs), "name=bin:DIR[+VAR=VALUE]" (the CLI of another carried build,
 # e.g. .devcarry-base, optionally with a knob) or "base" (the templates embedded in .devcarry). One line per (round,
 # case, variant) in $OUT/cli_ab.txt, medians over the rounds on stdout.
 # Usage on the device (expects .devcarry/ from bench/make_device_carry.sh):
@@ -36,7 +36,7 @@ for round in $(seq "${ROUNDS:-2}"); do
     for v in "${variants[@]}"; do
       name=${v%%=*} dir="" envs=() cli=.devcarry/attnfuse
       [ "$v" != base ] && dir=${v#*=}
-      if [[ "$dir" == env:* ]]; then envs=("${dir#env:}") dir=""; fi
+      if [[ "$dir" == env:* ]]; then IFS=+ read -ra envs <<< "${dir#env:}"; dir=""; fi
       if [[ "$dir" == bin:* ]]; then
         dir=${dir#bin:}
         [[ "$dir" == *+* ]] && envs=("${dir#*+}")

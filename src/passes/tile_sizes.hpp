@@ -212,7 +212,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
 //    decode tiles (16/64 rows), D 96 and 256.
 //  - Each warpgroup overlaps its softmax of tile j with the P V product of tile j - 1
 //    (fwd_wgmma.cuh), which needs three K/V stages: 225 KB at D = 128, block_k 128.
-//  - D = 64 takes four stages (145 KB): two tiles load ahead while the warpgroups drift apart
+//  - D = 64 takes four stages (145 KB; 153 KB with 192 rows): two tiles load ahead while the warpgroups drift apart
 //    in the decoupled schedule (fwd_wgmma.cuh); at D = 128 a fourth stage does not fit.
 //  - A producer warpgroup (fwd_wgmma.cuh, FwdKernel::producer) issues the TMA tiles: 384
 //    threads, setmaxnreg gives it 24 registers and the computing warpgroups 240, and no
@@ -230,6 +230,29 @@ constexpr bool cuda_wgmma_eligible(const KernelSpec& s) {
   const bool rope_in_kernel = s.score != ScoreKind::ScaledDot && s.rope_mode != RopeMode::Prerotate;
   return (s.head_dim == 64 || s.head_dim == 128) && (s.dtype == DType::BF16 || s.dtype == DType::F16) &&
          !s.tile.pack_gqa && s.tile.key_warps == 1 && !rope_in_kernel;
+}
+
+// The 192-row wgmma tile (three computing warpgroups; FlashAttention-3's shape at head dim 64):
+// each K/V tile that lands feeds 1.5x the rows, and twelve computing warps per SM instead of
+// eight hide more of one warpgroup's softmax under the others' products. D = 64 only: S, P and
+// O of a 128-key tile take 128 of the 160 (with the producer warpgroup, 512 threads) or 168
+// (without, 384) registers a computing thread then has. On the H200 against the 128-row tile
+// (bench/results/2026-12-02-h200-session18/call1/, CLI A/B, two rounds, GPT-2 geometry B4 H12):
+// causal 4k / 8k / 16k / 32k 1.046x / 1.124x / 1.142x / 1.180x, dense 8k 1.163x (1.101x
+// without the producer). It takes the plain scores (prerotated rope included) under no mask or
+// a causal one, with softmax or ReLU, over a contiguous cache (TMA). Kept at 128 rows:
+//  - block-sparse (masks come in 128-row blocks) and documents or paged caches (cp.async, not
+//    measured);
+//  - score modifiers, sliding windows and rope_window: at these budgets their register use
+//    falls on either side of the limit by combination (NVRTC sm_90a: alibi causal 0 B of spill
+//    with the producer and 40 B without, alibi dense 252 B with it, softcap + causal window
+//    632 B, rope_window 32-184 B, two-sided windows 352-408 B), which no rule of a few lines
+//    tracks.
+constexpr bool cuda_wgmma_192_rows(const KernelSpec& s, const TileConfig& t) {
+  const unsigned causal_only = 1u << static_cast<unsigned>(MaskKind::Causal);
+  return s.head_dim == 64 && t.wgmma && t.min_blocks == 1 && s.kv_layout == KvLayout::Contiguous &&
+         (s.masks.bits() & ~causal_only) == 0 && s.modifiers.size() == 0 &&
+         (s.score == ScoreKind::ScaledDot || s.score == ScoreKind::Rope);
 }
 
 constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
@@ -254,9 +277,17 @@ constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
   // The producer (used where the tile copies by TMA, codegen::cuda::producer_warp). A two-sided
   // window at D = 128 spills 20 B within the computing warpgroups' 240 registers, so it keeps
   // its loader thread (242 registers).
-  const bool two_sided_window = s.masks.has(MaskKind::SlidingWindow) && !s.masks.has(MaskKind::Causal);
-  const bool d64_causal = s.head_dim == 64 && s.masks.has(MaskKind::Causal);
+  const bool causal = s.masks.has(MaskKind::Causal);
+  const bool two_sided_window = s.masks.has(MaskKind::SlidingWindow) && !causal;
+  const bool d64_causal = s.head_dim == 64 && causal;
   t.producer_warp = t.min_blocks == 1 && !(s.head_dim == 128 && two_sided_window) && !d64_causal;
+  if (cuda_wgmma_192_rows(s, t)) {
+    t.block_q = 192;
+    t.num_warps = 12;
+    // The producer warpgroup (512 threads, 160 registers each) where no mask needs per-cell
+    // checks: causal tiles spill 108-212 B there and fit the 168 of the loader-thread form.
+    t.producer_warp = !causal;
+  }
   return t;
 }
 

@@ -178,6 +178,10 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
     r.tile.block_k = w->block_k;
     r.tile.min_blocks = w->min_blocks;
     if (w->stages) r.tile.stages = w->stages;
+    if (w->block_q && r.head_dim == 64 && !r.masks.has(MaskKind::BlockSparse)) {
+      r.tile.block_q = w->block_q;
+      r.tile.num_warps = w->block_q / 16;
+    }
   }
   // The tile overrides are taken as given (a sweep must time what it names).
   const bool overridden = decode_rows > 0 ? decode_tile_override().has_value() : tile_override().has_value();

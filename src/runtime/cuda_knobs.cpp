@@ -96,14 +96,15 @@ std::optional<int> parse_tma_l2_promotion_knob(const char* text) {
 
 std::optional<WgmmaTileKnob> parse_wgmma_tile_knob(const char* text) {
   if (empty(text)) return std::nullopt;
-  int bk = 0, mb = 0, st = 0;
-  char tail = 0;
-  const int n = std::sscanf(text, "%d,%d,%d%c", &bk, &mb, &st, &tail);
-  if ((n != 2 && n != 3) || (bk != 64 && bk != 128) || mb < 1 || mb > 3 || (n == 3 && st != 3 && st != 4))
+  int bk = 0, mb = 0, st = 0, bq = 0, used = 0;
+  const int n = std::sscanf(text, "%d,%d%n,%d%n,%d%n", &bk, &mb, &used, &st, &used, &bq, &used);
+  if (n < 2 || text[used] != '\0' || (bk != 64 && bk != 128) || mb < 1 || mb > 3 || (n >= 3 && st != 3 && st != 4) ||
+      (n == 4 && bq != 128 && bq != 192))
     throw Error(ErrorCode::Unsupported,
-                fmt::format("ATTNFUSE_CUDA_WGMMA_TILE='{}' is not block_k,min_blocks[,stages] with block_k 64 or "
-                            "128, min_blocks 1-3 and stages 3 or 4", text));
-  return WgmmaTileKnob{bk, mb, n == 3 ? st : 0};
+                fmt::format("ATTNFUSE_CUDA_WGMMA_TILE='{}' is not block_k,min_blocks[,stages[,block_q]] with block_k "
+                            "64 or 128, min_blocks 1-3, stages 3 or 4 and block_q 128 or 192",
+                            text));
+  return WgmmaTileKnob{bk, mb, n >= 3 ? st : 0, n == 4 ? bq : 0};
 }
 
 const std::optional<TileConfig>& tile_override() {

@@ -23,10 +23,12 @@ std::optional<int> parse_decode_splits_knob(const char* text);
 // ATTNFUSE_CUDA_PAGED_DEEP_MAX_TILES=n (n >= 1) replaces passes::kPagedDeepMaxTiles: a paged split
 // call takes the deep (on Hopper: TMA, 128-key) module when its parts stream at most n 64-key tiles.
 std::optional<int64_t> parse_paged_deep_max_tiles_knob(const char* text);
-// ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks[,stages] replaces those choices of the Hopper form's
-// prefill tile (block_k 64 or 128, 1-3 blocks per SM, 3 or 4 K/V stages; stages 0: the pass's).
+// ATTNFUSE_CUDA_WGMMA_TILE=block_k,min_blocks[,stages[,block_q]] replaces those choices of the
+// Hopper form's prefill tile (block_k 64 or 128, 1-3 blocks per SM, 3 or 4 K/V stages, 128 or 192
+// query rows; stages and block_q 0: the pass's). 192 rows (three computing warpgroups) apply at
+// D = 64 only, outside block-sparse programs (whose masks are cut in 128-row blocks).
 struct WgmmaTileKnob {
-  int block_k, min_blocks, stages;
+  int block_k, min_blocks, stages, block_q;
 };
 std::optional<WgmmaTileKnob> parse_wgmma_tile_knob(const char* text);
 // ATTNFUSE_CUDA_TMA_L2_PROMOTE=none|64|128|256: the L2 promotion of every tensor map (the bytes

@@ -94,10 +94,12 @@ TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTiles) {
 
 TEST(LaunchShape, TheWgmmaTilesProducerIsAWarpgroup) {
   // The wgmma prefill tile's producer is a whole warpgroup, so that setmaxnreg can move its
-  // registers to the computing warpgroups: 384 threads, one block per SM. The tile pass gives
-  // it to the one-block-per-SM wgmma tiles but D = 64 causal (measured slower) and the one that
-  // would spill; a tile meant for two blocks per SM (block-sparse at D = 64) keeps none.
-  KernelSpec wg = Program::parse("softmax(scaled_dot_product(Q, K)) @ V").compile({Target::Cuda, DType::BF16, 64});
+  // registers to the computing warpgroups: 384 threads next to two of them, 512 next to the
+  // three of D = 64's 192-row tile, one block per SM. The tile pass gives it to the
+  // one-block-per-SM wgmma tiles but causal ones at D = 64 (measured slower at 128 rows, spills
+  // at 192) and the one that would spill; a tile meant for two blocks per SM (block-sparse at
+  // D = 64) keeps none.
+  KernelSpec wg = Program::parse("softmax(scaled_dot_product(Q, K)) @ V").compile({Target::Cuda, DType::BF16, 128});
   wg.tile = passes::cuda_arch_tile(wg, 90);
   ASSERT_TRUE(wg.tile.wgmma);
   ASSERT_EQ(wg.tile.min_blocks, 1);
@@ -119,6 +121,15 @@ TEST(LaunchShape, TheWgmmaTilesProducerIsAWarpgroup) {
   paged.kv_layout = KvLayout::Paged;
   EXPECT_FALSE(codegen::cuda::producer_warp(paged));
 
+  KernelSpec rows192 = Program::parse("softmax(scaled_dot_product(Q, K)) @ V").compile({Target::Cuda, DType::BF16, 64});
+  rows192.tile = passes::cuda_arch_tile(rows192, 90);
+  ASSERT_EQ(rows192.tile.block_q, 192);
+  EXPECT_TRUE(codegen::cuda::producer_warp(rows192));
+  EXPECT_EQ(codegen::cuda::threads_per_block(rows192), 512);
+  EXPECT_NE(codegen::cuda::emit_forward(rows192).find("__launch_bounds__(512, 1)"), std::string::npos);
+  rows192.tile.producer_warp = false;
+  EXPECT_EQ(codegen::cuda::threads_per_block(rows192), 384);
+
   KernelSpec sparse = Program::parse("softmax(block_sparse(scaled_dot_product(Q, K))) @ V").compile({Target::Cuda, DType::BF16, 64});
   sparse.tile = passes::cuda_arch_tile(sparse, 90);
   EXPECT_EQ(sparse.tile.min_blocks, 2);
@@ -128,7 +139,9 @@ TEST(LaunchShape, TheWgmmaTilesProducerIsAWarpgroup) {
   EXPECT_FALSE(window.tile.producer_warp);  // 20 B of spills at 240 registers
   KernelSpec causal64 = Program::parse(kCausal).compile({Target::Cuda, DType::BF16, 64});
   causal64.tile = passes::cuda_arch_tile(causal64, 90);
-  EXPECT_FALSE(causal64.tile.producer_warp);  // measured slower at GPT-2 4k-16k
+  EXPECT_EQ(causal64.tile.block_q, 192);
+  EXPECT_FALSE(causal64.tile.producer_warp);  // 108-212 B of spills at 160 registers
+  EXPECT_EQ(codegen::cuda::threads_per_block(causal64), 384);
   KernelSpec causal128 = Program::parse(kCausal).compile({Target::Cuda, DType::BF16, 128});
   causal128.tile = passes::cuda_arch_tile(causal128, 90);
   EXPECT_TRUE(causal128.tile.producer_warp);

@@ -194,9 +194,9 @@ TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
     const KernelSpec s = spec(causal, d);
     const TileConfig t = passes::cuda_arch_tile(s, 90);
     EXPECT_TRUE(t.wgmma) << d;
-    EXPECT_EQ(t.block_q, 128);
+    EXPECT_EQ(t.block_q, d == 64 ? 192 : 128) << "three computing warpgroups at D = 64";
     EXPECT_EQ(t.block_k, 128);
-    EXPECT_EQ(t.num_warps, 8);
+    EXPECT_EQ(t.num_warps, t.block_q / 16);
     EXPECT_EQ(t.stages, d == 64 ? 4 : 3) << "a fourth stage fits at D = 64 only";
     EXPECT_EQ(t.min_blocks, 1);
     EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit) << d;
@@ -230,6 +230,37 @@ TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
   // Block-sparse keeps the tile's key width, so masks built for it stay multiples of it.
   const KernelSpec sparse = spec("softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 64);
   EXPECT_EQ(passes::cuda_arch_tile(sparse, 90).block_k, sparse.tile.block_k);
+  EXPECT_EQ(passes::cuda_arch_tile(sparse, 90).block_q, 128) << "masks come in 128-row blocks";
+}
+
+TEST(TileSizes, HopperD64TakesThe192RowTileForPlainScores) {
+  auto tile = [](const char* program, RopeMode mode = RopeMode::Auto, KvLayout kv = KvLayout::Contiguous) {
+    KernelSpec s = Program::parse(program).compile({Target::Cuda, DType::BF16, 64, mode});
+    s.kv_layout = kv;
+    return passes::cuda_arch_tile(s, 90);
+  };
+  // Dense: three computing warpgroups plus the producer warpgroup (512 threads); causal: the
+  // loader-thread form (384), where its mask checks fit the registers.
+  const TileConfig dense = tile("softmax(scaled_dot_product(Q, K)) @ V");
+  EXPECT_EQ(dense.block_q, 192);
+  EXPECT_EQ(dense.num_warps, 12);
+  EXPECT_TRUE(dense.producer_warp);
+  EXPECT_LE(passes::cuda_smem_bytes(dense, 64), passes::kCudaSmemLimit);
+  const TileConfig causal = tile("softmax(causal(scaled_dot_product(Q, K))) @ V");
+  EXPECT_EQ(causal.block_q, 192);
+  EXPECT_FALSE(causal.producer_warp);
+  EXPECT_EQ(tile("relu_attention(causal(scaled_dot_product(Q, K))) @ V").block_q, 192);
+  EXPECT_EQ(tile("softmax(causal(rope(Q, K))) @ V", RopeMode::Prerotate).block_q, 192) << "prerotated: plain scores";
+  // The 128-row tile elsewhere: per-cell modifiers and windows (register use on the edge of the
+  // budget), rope_window, block masks, documents and pages (cp.async).
+  for (const char* p : {"softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V",
+                        "softmax(softcap(scaled_dot_product(Q, K), 30)) @ V",
+                        "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 256)) @ V",
+                        "softmax(block_sparse(scaled_dot_product(Q, K))) @ V",
+                        "softmax(document(causal(scaled_dot_product(Q, K)))) @ V"})
+    EXPECT_EQ(tile(p).block_q, 128) << p;
+  EXPECT_EQ(tile("softmax(causal(rope_window(Q, K, k=1))) @ V", RopeMode::Prerotate).block_q, 128);
+  EXPECT_EQ(tile("softmax(causal(scaled_dot_product(Q, K))) @ V", RopeMode::Auto, KvLayout::Paged).block_q, 128);
 }
 
 TEST(Tile, TakesTargetDtypeHeadDimAndRejectsBadOnes) {

@@ -49,6 +49,11 @@ TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
   EXPECT_EQ(three->block_k, 128);
   EXPECT_EQ(three->min_blocks, 2);
   EXPECT_EQ(three->stages, 3);
+  EXPECT_EQ(three->block_q, 0);  // the tile pass's
+  const auto rows = parse_wgmma_tile_knob("128,1,4,192");
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->stages, 4);
+  EXPECT_EQ(rows->block_q, 192);
   EXPECT_EQ(parse_decode_splits_knob("1"), 1);
   EXPECT_EQ(parse_decode_splits_knob("128"), 128);
   EXPECT_EQ(parse_paged_deep_max_tiles_knob("1"), 1);
@@ -74,7 +79,7 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
   for (const char* bad : {"16,64,1", "16,64,1,1", "16,40,1,2", "16,64,1,2,3", "16,64,4,2",
                           "16,64,4,2,3", "16,32,4,2,4", "16,64,4,2,4,", "16,64,4,2,0"})
     refused(parse_decode_tile_knob, bad, "ATTNFUSE_CUDA_DECODE_TILE");
-  for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1", "64,2,5", "64,2,3,", "64,2,3,4"})
+  for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1", "64,2,5", "64,2,3,", "64,2,3,4", "64,2,3,256", "64,2,3,192,"})
     refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");
   for (const char* bad : {"0", "129", "-4", "8,", "8x", "x"})
     refused(parse_decode_splits_knob, bad, "ATTNFUSE_CUDA_DECODE_SPLITS");

@@ -77,10 +77,11 @@ struct FwdKernel {
   static_assert(!kProducer || Spec::kTmaKV, "the producer warp issues TMA copies");
   // The wgmma tile's producer is a whole warpgroup (warps kWarps .. kWarps + 3), because
   // setmaxnreg moves registers per warpgroup: it keeps kProducerRegs, the computing warpgroups
-  // take kComputeRegs (384 threads launch at 168 each: 128 x 24 + 256 x 240 fits the 64K file).
+  // take kComputeRegs. Two computing warpgroups: 384 threads launch at 168 each, 128 x 24 +
+  // 256 x 240 fits the 64K file; three (the 192-row tile): 512 launch at 128, 128 x 24 + 384 x 160.
   // One of its warps issues; the other three leave after the block barrier. (The host sizes the
   // block: codegen::cuda::threads_per_block.)
-  static constexpr int kProducerRegs = 24, kComputeRegs = 240;
+  static constexpr int kProducerRegs = 24, kComputeRegs = kWarps / 4 == 3 ? 160 : 240;
   static constexpr bool kSwizzledKV = kWgmma || kTmaDecode;
   static constexpr int kKVPitch = kSwizzledKV ? kD : kStride;
   static constexpr int kQTile = kBM * kPitch, kKVTile = kBN * kKVPitch;
@@ -128,10 +129,12 @@ struct FwdKernel {
 
   // rope_window in the wgmma form reads Q and K prerotated with interleaved pairs (WindowCut), and
   // plans each tile when it computes it, so any pipeline depth serves.
-  static_assert(!kWgmma || (kD % 64 == 0 && kD <= 128 && kBM == 128 && kWarps == 8 && kKeyWarps == 1 &&
+  // Two warpgroups of 64 rows, or three at D = 64 (FlashAttention-3's 192-row tile: the 128-float
+  // S and P V state of D = 64 fits the 160 registers each of three warpgroups gets).
+  static_assert(!kWgmma || (kD % 64 == 0 && kD <= 128 && kWarps == kBM / 16 && (kBM == 128 || (kBM == 192 && kD == 64)) && kKeyWarps == 1 &&
                              !kRotate && !(kPairWindow && kNeox) && !W::kPack && (kBN == 64 || kBN == 128) &&
                              (kStages == 3 || kStages == 4)),
-                "the wgmma form covers the 128-row prefill tile, D 64 or 128, with prerotated RoPE");
+                "the wgmma form covers the 128-row prefill tile (192 rows at D = 64), D 64 or 128, with prerotated RoPE");
   // Shared memory: Q tile, kStages K and V tiles (kPitch elements per row), then the RoPE tables
   // or, in the wgmma form, its mbarriers (64 B: two per stage at most); the wgmma form's swizzle
   // atoms need 1024-byte alignment, which run() makes from 1 KB of slack. Paged decode tiles add
