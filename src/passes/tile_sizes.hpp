@@ -235,23 +235,27 @@ constexpr bool cuda_wgmma_eligible(const KernelSpec& s) {
 // The 192-row wgmma tile (three computing warpgroups; FlashAttention-3's shape at head dim 64):
 // each K/V tile that lands feeds 1.5x the rows, and twelve computing warps per SM instead of
 // eight hide more of one warpgroup's softmax under the others' products. D = 64 only: S, P and
-// O of a 128-key tile take 128 of the 160 (with the producer warpgroup, 512 threads) or 168
-// (without, 384) registers a computing thread then has. On the H200 against the 128-row tile
-// (bench/results/2026-12-02-h200-session18/call1/, CLI A/B, two rounds, GPT-2 geometry B4 H12):
-// causal 4k / 8k / 16k / 32k 1.046x / 1.124x / 1.142x / 1.180x, dense 8k 1.163x (1.101x
-// without the producer). It takes the plain scores (prerotated rope included) under no mask or
-// a causal one, with softmax or ReLU, over a contiguous cache (TMA). Kept at 128 rows:
+// O of a 128-key tile take 128 of the 160 registers a computing thread has next to the producer
+// warpgroup (512 threads). On the H200 (bench/results/2026-12-02-h200-session18/, CLI A/B, two
+// rounds, GPT-2 geometry B4 H12), against the 128-row tile:
+//  - call1, before cells tested a per-row key range (causal tiles then kept the loader thread):
+//    causal 4k / 8k / 16k / 32k 1.046x / 1.124x / 1.142x / 1.180x, dense 8k 1.163x;
+//  - call3, with it (and the producer): causal 4k / 8k / 32k 1.11x / 1.20x / 1.23x, causal
+//    window 1024 8k 1.03x. A two-sided window of 256 was 0.99x (0.279 against 0.275 ms, one
+//    round): it keeps 128 rows, as its tiles cross more key tiles per row.
+// It takes the plain scores (prerotated rope included) under no mask, causal, or a causal
+// window, with softmax or ReLU, over a contiguous cache (TMA). Also kept at 128 rows:
 //  - block-sparse (masks come in 128-row blocks) and documents or paged caches (cp.async, not
 //    measured);
-//  - score modifiers, sliding windows and rope_window: at these budgets their register use
-//    falls on either side of the limit by combination (NVRTC sm_90a: alibi causal 0 B of spill
-//    with the producer and 40 B without, alibi dense 252 B with it, softcap + causal window
-//    632 B, rope_window 32-184 B, two-sided windows 352-408 B), which no rule of a few lines
-//    tracks.
+//  - score modifiers and rope_window: at 160 registers their use falls on either side of the
+//    limit by combination (NVRTC sm_90a: alibi causal 112 B of spill, alibi dense none, softcap
+//    causal 116 B, rope_window 32-184 B), which no rule of a few lines tracks.
 constexpr bool cuda_wgmma_192_rows(const KernelSpec& s, const TileConfig& t) {
-  const unsigned causal_only = 1u << static_cast<unsigned>(MaskKind::Causal);
+  const unsigned sequence_masks =
+      (1u << static_cast<unsigned>(MaskKind::Causal)) | (1u << static_cast<unsigned>(MaskKind::SlidingWindow));
+  const bool two_sided_window = s.masks.has(MaskKind::SlidingWindow) && !s.masks.has(MaskKind::Causal);
   return s.head_dim == 64 && t.wgmma && t.min_blocks == 1 && s.kv_layout == KvLayout::Contiguous &&
-         (s.masks.bits() & ~causal_only) == 0 && s.modifiers.size() == 0 &&
+         (s.masks.bits() & ~sequence_masks) == 0 && !two_sided_window && s.modifiers.size() == 0 &&
          (s.score == ScoreKind::ScaledDot || s.score == ScoreKind::Rope);
 }
 
@@ -274,19 +278,22 @@ constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
   if (s.masks.bits() == (1u << static_cast<unsigned>(MaskKind::BlockSparse)) && s.modifiers.size() == 0 &&
       s.head_dim == 64 && s.norm == NormKind::Softmax)
     t.min_blocks = 2;
-  // The producer (used where the tile copies by TMA, codegen::cuda::producer_warp). A two-sided
-  // window at D = 128 spills 20 B within the computing warpgroups' 240 registers, so it keeps
-  // its loader thread (242 registers).
+  // The producer (used where the tile copies by TMA, codegen::cuda::producer_warp). Two tiles keep
+  // the loader thread, both measured faster with it: D = 64 causal tiles of 128 rows (the A/B
+  // above), and the D = 128 two-sided window (Llama-3-8B, window 256, 8k: 0.231 against 0.237 ms,
+  // bench/results/2026-12-02-h200-session18/call3/ab128/; it spilled 20 B with the producer until
+  // cells tested a per-row key range).
   const bool causal = s.masks.has(MaskKind::Causal);
   const bool two_sided_window = s.masks.has(MaskKind::SlidingWindow) && !causal;
-  const bool d64_causal = s.head_dim == 64 && causal;
-  t.producer_warp = t.min_blocks == 1 && !(s.head_dim == 128 && two_sided_window) && !d64_causal;
+  t.producer_warp = t.min_blocks == 1 && !(s.head_dim == 64 && causal) && !(s.head_dim == 128 && two_sided_window);
   if (cuda_wgmma_192_rows(s, t)) {
     t.block_q = 192;
     t.num_warps = 12;
-    // The producer warpgroup (512 threads, 160 registers each) where no mask needs per-cell
-    // checks: causal tiles spill 108-212 B there and fit the 168 of the loader-thread form.
-    t.producer_warp = !causal;
+    // With the producer: 512 threads, 160 registers for each computing one. Causal tiles fit
+    // since cells test a per-row key range (they spilled 108-212 B before), and the producer then
+    // won: GPT-2 causal 32k / 8k / 4k 1.03x / 1.03x / 1.02x over the loader thread
+    // (bench/results/2026-12-02-h200-session18/call3/ab64/).
+    t.producer_warp = true;
   }
   return t;
 }

@@ -406,13 +406,21 @@ struct FwdKernel {
     return {w.cell_bits(p, it), w.bs_q0, (nb / w.bs_sub) * p.bs_block_k};
   }
 
-  // Is cell (query position qpos, key j) kept by the program's masks?
-  static __device__ __forceinline__ bool keep(const FwdParams& p, const W& w, int qpos, int j) {
-    if (j >= w.len_k) return false;
-    const int delta = qpos - j;
-    if (Spec::kCausal && delta < 0) return false;
-    if (Spec::kSlidingWindow && (delta >= p.window || -delta >= p.window)) return false;
-    return true;
+  // The keys a query at position qpos keeps under the program's sequence masks: j in [lo, hi)
+  // (lo is 0 without a window). One range per row, so that a cell's test is two compares of a
+  // per-row bound with the cell's compile-time column offset, FlashAttention-3's form: the
+  // per-cell position arithmetic held registers the 192-row tile's 160 cannot spare.
+  //   key j is kept iff j < len_k, and causal: j <= qpos, and window w: |qpos - j| < w.
+  static __device__ __forceinline__ void key_range(const FwdParams& p, const W& w, int qpos, int& lo, int& hi) {
+    long long h = w.len_k, l = 0;
+    if constexpr (Spec::kCausal) h = h < (long long)qpos + 1 ? h : (long long)qpos + 1;
+    if constexpr (Spec::kSlidingWindow) {
+      const long long up = (long long)qpos + p.window, down = (long long)qpos - p.window + 1;
+      h = h < up ? h : up;
+      l = down > 0 ? down : 0;
+    }
+    hi = (int)(h > l ? h : l);  // an empty range stays empty
+    lo = (int)l;
   }
 
   // rope_window's pair plan of the tile's queries x key tile nb.
@@ -530,6 +538,15 @@ struct FwdKernel {
                                        (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
                                  : nullptr;
         float tile_max = neg_inf();
+        // This row keeps the cells of column offset n * 8 + e (from column n0 + kn + 2t)
+        // in [lo_c, hi_c) (key_range).
+        int lo_c = 0, hi_c = 0;
+        if constexpr (kMask) {
+          key_range(p, w, qpos, lo_c, hi_c);
+          const int base = n0 + kn + 2 * t;
+          lo_c -= base;
+          hi_c -= base;
+        }
         // Block-sparse partial block: the bits of this row's kBNW keys (the warp's part of the
         // tile, which lies inside one mask block) go to registers once per row, and each cell
         // tests its bit there. (One global load per cell cost the 64-block BigBird at 4k 0.640
@@ -568,7 +585,8 @@ struct FwdKernel {
               if constexpr (!Spec::kRelu) s *= kLog2e;
             }  // else: raw q.k; the scale is folded into the exp2 argument below (one FFMA)
             if (kMask) {
-              bool kept = keep(p, w, qpos, j);
+              const int col = n * 8 + e;
+              bool kept = col < hi_c && (!Spec::kSlidingWindow || col >= lo_c);
               if (Spec::kBlockSparse && cells.bits && kept)
                 kept = (row_bits[(n * 8) / 64] >> (((n * 8) & 63) + 2 * t + e)) & 1ull;
               if (!kept) s = neg_inf();
