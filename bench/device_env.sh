@@ -27,6 +27,21 @@ gpu_tests() {  # name, filter, limit
   say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/$1.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/$1.log" | head -20 >> "$D"
 }
+# The whole GPU suite in four shards at once within LIMIT seconds, each with its own compile
+# cache (the tests are bound by NVRTC on the host's cores, not by the GPU), into
+# $W/tests_shard0..3.log; says each shard's summary and failures.
+gpu_suite_sharded() {  # limit
+  local i
+  for i in 0 1 2 3; do
+    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
+      timeout "$1" .devcarry/test_gpu > "$W/tests_shard$i.log" 2>&1 &
+  done
+  wait
+  for i in 0 1 2 3; do
+    say "shard $i: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests_shard$i.log" | tr '\n' ' ') $(grep -c '^\[       OK' "$W/tests_shard$i.log") ok"
+    grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests_shard$i.log" | head -10 >> "$D"
+  done
+}
 # Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
 # a script sets its own default CAP before calling).
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }

@@ -17,16 +17,7 @@ CAP=${CAP:-560}
 L=.devcarry/lib/libattnfuse_c.so
 
 say "== 1. test_gpu, 4 shards"
-lim=$(left 230)
-for i in 0 1 2 3; do
-  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
-    timeout "$lim" .devcarry/test_gpu > "$W/tests_shard$i.log" 2>&1 &
-done
-wait
-for i in 0 1 2 3; do
-  say "shard $i: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests_shard$i.log" | tr '\n' ' ') $(grep -c '^\[       OK' "$W/tests_shard$i.log") ok"
-  grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests_shard$i.log" | head -10 >> "$D"
-done
+gpu_suite_sharded "$(left 230)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 
 say "== 2. CLI A/B"

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The eighteenth session's second device call, at the 192-row rule (passes::cuda_wgmma_192_rows:
 # D = 64 plain scores, no mask or causal, contiguous caches):
-#   1. the whole GPU test suite, in four shards at once (each with its own compile cache: the
-#      tests are bound by NVRTC on the host's cores, not by the GPU);
+#   1. the whole GPU test suite, in four shards at once (gpu_suite_sharded, device_env.sh);
 #   2. bench/gpu_peers.py --suite full (the README's CUDA table);
 #   3. bench/gpu_rope.py --suite peers (the README's RoPE table).
 # CAP bounds the whole (default 540 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
@@ -13,16 +12,7 @@ CAP=${CAP:-540}
 L=.devcarry/lib/libattnfuse_c.so
 
 say "== 1. test_gpu, 4 shards"
-lim=$(left 320)
-for i in 0 1 2 3; do
-  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
-    timeout "$lim" .devcarry/test_gpu > "$W/tests_shard$i.log" 2>&1 &
-done
-wait
-for i in 0 1 2 3; do
-  say "shard $i: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests_shard$i.log" | tr '\n' ' ') $(grep -c '^\[       OK' "$W/tests_shard$i.log") ok"
-  grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests_shard$i.log" | head -10 >> "$D"
-done
+gpu_suite_sharded "$(left 320)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 
 say "== 2. gpu_peers.py --suite full"

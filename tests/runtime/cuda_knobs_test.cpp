@@ -79,7 +79,8 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
   for (const char* bad : {"16,64,1", "16,64,1,1", "16,40,1,2", "16,64,1,2,3", "16,64,4,2",
                           "16,64,4,2,3", "16,32,4,2,4", "16,64,4,2,4,", "16,64,4,2,0"})
     refused(parse_decode_tile_knob, bad, "ATTNFUSE_CUDA_DECODE_TILE");
-  for (const char* bad : {"96,1", "64,0", "64,4", "64", "64,2,1", "64,2,5", "64,2,3,", "64,2,3,4", "64,2,3,256", "64,2,3,192,"})
+  for (const char* bad :
+       {"96,1", "64,0", "64,4", "64", "64,2,1", "64,2,5", "64,2,3,", "64,2,3,4", "64,2,3,256", "64,2,3,192,"})
     refused(parse_wgmma_tile_knob, bad, "ATTNFUSE_CUDA_WGMMA_TILE");
   for (const char* bad : {"0", "129", "-4", "8,", "8x", "x"})
     refused(parse_decode_splits_knob, bad, "ATTNFUSE_CUDA_DECODE_SPLITS");
