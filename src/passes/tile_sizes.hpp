@@ -212,8 +212,9 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
 //    decode tiles (16/64 rows), D 96 and 256.
 //  - Each warpgroup overlaps its softmax of tile j with the P V product of tile j - 1
 //    (fwd_wgmma.cuh), which needs three K/V stages: 225 KB at D = 128, block_k 128.
-//  - D = 64 takes four stages (145 KB; 153 KB with 192 rows): two tiles load ahead while the warpgroups drift apart
-//    in the decoupled schedule (fwd_wgmma.cuh); at D = 128 a fourth stage does not fit.
+//  - D = 64 takes four stages (145 KB; 153 KB with 192 rows): two tiles load ahead while the
+//    warpgroups drift apart in the decoupled schedule (fwd_wgmma.cuh); at D = 128 a fourth stage
+//    does not fit.
 //  - A producer warpgroup (fwd_wgmma.cuh, FwdKernel::producer) issues the TMA tiles: 384
 //    threads, setmaxnreg gives it 24 registers and the computing warpgroups 240, and no
 //    computing warp waits for the other warpgroup to free a stage. On the H200 against the loader
