@@ -141,8 +141,8 @@ struct TileConfig {
   // decode tile; 1 elsewhere).
   int key_warps = 1;
   // CUDA only, Hopper (sm_90a): the template's warpgroup-MMA form (wgmma on swizzled tiles) of
-  // the 128-row prefill tile; the runtime sets it for the device it compiles for
-  // (passes::cuda_arch_tile).
+  // the prefill tile (128 rows, or 192 at D = 64); the runtime sets it for the device it compiles
+  // for (passes::cuda_arch_tile).
   bool wgmma = false;
   // CUDA only: blocks per SM the kernel is compiled to keep resident (__launch_bounds__'s
   // second argument, so the compiler caps registers at 64K / (threads * min_blocks)). Two

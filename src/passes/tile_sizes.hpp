@@ -221,9 +221,10 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
 //    thread inside warpgroup 1 (bench/results/2026-12-02-h200-session17/, CLI A/B, two rounds):
 //    Llama-3-8B causal 8k / 32k 1.086x / 1.076x, dense 8k 1.115x, causal+alibi 8k 1.113x,
 //    causal+window 8k 1.024x; GPT-2 dense 8k 1.094x. GPT-2 causal (D = 64) lost at 4k / 8k / 16k
-//    (0.966x / 0.981x / 0.986x; 1.012x at 32k), so D = 64 causal tiles keep the loader thread.
-//    Tiles meant for two blocks per SM keep none (384 threads at 168 registers fit once), nor
-//    does one case that would spill (below).
+//    (0.966x / 0.981x / 0.986x; 1.012x at 32k), so D = 64 causal tiles of 128 rows keep the
+//    loader thread. Tiles meant for two blocks per SM keep none (384 threads at 168 registers
+//    fit once), nor does the D = 128 two-sided window (measured slower with it, below). The
+//    192-row tile (below) takes a producer next to three computing warpgroups.
 //  - block_k 128, or 64 where per-cell work (modifiers, ReLU) would push S + O past the register
 //    budget at D = 128 (the same line the mma.sync tile draws). Block-sparse keeps the tile's
 //    block_k so that masks built for it stay multiples of it.

@@ -77,11 +77,13 @@ struct FwdKernel {
   static_assert(!kProducer || Spec::kTmaKV, "the producer warp issues TMA copies");
   // The wgmma tile's producer is a whole warpgroup (warps kWarps .. kWarps + 3), because
   // setmaxnreg moves registers per warpgroup: it keeps kProducerRegs, the computing warpgroups
-  // take kComputeRegs. Two computing warpgroups: 384 threads launch at 168 each, 128 x 24 +
-  // 256 x 240 fits the 64K file; three (the 192-row tile): 512 launch at 128, 128 x 24 + 384 x 160.
+  // take what is left of the 64K file, in setmaxnreg's steps of 8: two computing warpgroups
+  // (384 threads launch at 168 each) get 240, three (the 192-row tile, 512 at 128) get 160.
   // One of its warps issues; the other three leave after the block barrier. (The host sizes the
   // block: codegen::cuda::threads_per_block.)
-  static constexpr int kProducerRegs = 24, kComputeRegs = kWarps / 4 == 3 ? 160 : 240;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kRegsLeft = (65536 - 128 * kProducerRegs) / kThreads / 8 * 8;
+  static constexpr int kComputeRegs = kRegsLeft < 240 ? kRegsLeft : 240;
   static constexpr bool kSwizzledKV = kWgmma || kTmaDecode;
   static constexpr int kKVPitch = kSwizzledKV ? kD : kStride;
   static constexpr int kQTile = kBM * kPitch, kKVTile = kBN * kKVPitch;
