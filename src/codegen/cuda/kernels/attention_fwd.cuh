@@ -1044,8 +1044,8 @@ struct FwdKernel {
   static __device__ void merge_parts(const FwdParams& p, const W& w, float* scratch, int* count, int S,
                                      const float* part_o, const float* part_lse, af_i64 stride, RowIndex&& index) {
     using Merge = SplitMerge<Element, kD>;
-    static_assert((1 + kWarps * Merge::kMaxSplits) * 4 <= 2 * kStages * kKVTile,
-                  "the merge scratch must fit the stages");
+    constexpr int kScratchBytes = 2 * kStages * kKVTile * (int)sizeof(Element);  // the K and V stages
+    static_assert((1 + kWarps * Merge::kMaxSplits) * 4 <= kScratchBytes, "the merge scratch must fit the stages");
     int* last = reinterpret_cast<int*>(scratch);
     float* weight = scratch + 1;
     __threadfence();  // this block's partial rows reach the device before its count
@@ -1060,13 +1060,37 @@ struct FwdKernel {
     __threadfence();  // the other parts' rows, written before their counts, are seen from here
     const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
     const int end = w.m0 + kBM < w.rows ? w.m0 + kBM : w.rows;
-    for (int r = w.m0 + wid; r < end; r += kWarps) {
+    // Row r of the tile: its partial rows' index, its O row and LSE (null past the tile's rows).
+    const auto at = [&](int r, af_i64& idx, Element*& dst, float*& lse) {
+      const bool real = r < end;
       int i, h;
-      w.row_of(r, i, h);
+      w.row_of(real ? r : w.m0, i, h);
       const af_i64 qi = w.q_row0 + i;
-      Element* dst = static_cast<Element*>(p.o) + w.b * p.o_stride[0] + h * p.o_stride[1] + qi * p.o_stride[2];
-      float* lse = p.lse ? p.lse + w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi : nullptr;
-      Merge::row(part_o, part_lse, S, stride, index(r, i, h), weight + wid * Merge::kMaxSplits, lane, dst, lse);
+      idx = index(real ? r : w.m0, i, h);
+      dst = real ? static_cast<Element*>(p.o) + w.b * p.o_stride[0] + h * p.o_stride[1] + qi * p.o_stride[2] : nullptr;
+      lse = real && p.lse ? p.lse + w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi : nullptr;
+    };
+    if (end - w.m0 > kWarps && end - w.m0 <= 2 * kWarps) {
+      // Up to two rows per warp (Llama-3-70B's 8 heads per group on 4 warps): merged together,
+      // waiting for one row's memory latencies instead of two rows' in turn. On the H200, 70B B1
+      // / 32k 0.0408 -> 0.0405 ms, paged 0.0435 -> 0.0431 at pages of 64, the rest level
+      // (bench/results/2026-12-03-h200-session19/call3/).
+      static_assert((1 + kWarps * 2 * Merge::kMaxSplits) * 4 <= kScratchBytes, "the merge scratch must fit the stages");
+      af_i64 idx[2];
+      Element* dst[2];
+      float* lse[2];
+      at(w.m0 + wid, idx[0], dst[0], lse[0]);
+      at(w.m0 + wid + kWarps, idx[1], dst[1], lse[1]);
+      Merge::template rows_of_warp<2>(part_o, part_lse, S, stride, idx, weight + wid * 2 * Merge::kMaxSplits, lane,
+                                      dst, lse);
+      return;
+    }
+    for (int r = w.m0 + wid; r < end; r += kWarps) {
+      af_i64 idx;
+      Element* dst;
+      float* lse;
+      at(r, idx, dst, lse);
+      Merge::row(part_o, part_lse, S, stride, idx, weight + wid * Merge::kMaxSplits, lane, dst, lse);
     }
   }
 };

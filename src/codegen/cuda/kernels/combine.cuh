@@ -41,59 +41,92 @@ struct SplitMerge {
 
   static __device__ void row(const float* part_o, const float* part_lse, int num_splits, af_i64 rows, af_i64 row,
                              float* weight, int lane, Element* dst, float* lse) {
+    const af_i64 r[1] = {row};
+    Element* const d[1] = {dst};
+    float* const l[1] = {lse};
+    rows_of_warp<1>(part_o, part_lse, num_splits, rows, r, weight, lane, d, l);
+  }
+
+  // kR rows at once (`weight`: kR x kMaxSplits floats): their loads go out together, so a warp
+  // that merges two rows (Llama-3-70B's 8 heads per group on 4 warps) waits for the latencies of
+  // one. A row with a null dst is not written (pass a valid row index for it all the same). The
+  // arithmetic of each row is row()'s, in the same order, so both give the same bits.
+  template <int kR>
+  static __device__ void rows_of_warp(const float* part_o, const float* part_lse, int num_splits, af_i64 rows,
+                                      const af_i64 (&row)[kR], float* weight, int lane, Element* const (&dst)[kR],
+                                      float* const (&lse)[kR]) {
     const float ninf = __int_as_float(0xff800000u);
-    __syncwarp();  // the warp's previous row is done with `weight`
+    __syncwarp();  // the warp's previous rows are done with `weight`
     // Every load is independent of the weights, so the LSEs (lanes over the splits, once each)
     // and the first kUnroll rows go out together: the merge waits for two or three memory
     // latencies, not one per pass (it is the tail of a split decode call).
-    float v[kUnroll][kPerLane];
-    load_rows(part_o, num_splits, rows, row, lane, 0, v);
-    float l[kLsePerLane];
+    float v[kR][kUnroll][kPerLane];
+    float l[kR][kLsePerLane];
 #pragma unroll
-    for (int q = 0; q < kLsePerLane; ++q) {
-      const int s = lane + 32 * q;
-      l[q] = s < num_splits ? __ldcg(part_lse + s * rows + row) : ninf;
+    for (int j = 0; j < kR; ++j) {
+      load_rows(part_o, num_splits, rows, row[j], lane, 0, v[j]);
+#pragma unroll
+      for (int q = 0; q < kLsePerLane; ++q) {
+        const int s = lane + 32 * q;
+        l[j][q] = s < num_splits ? __ldcg(part_lse + s * rows + row[j]) : ninf;
+      }
     }
     // The weights: the largest LSE, then exp(L_s - max) normalised by their sum (one warp
     // reduction each), parked in shared memory for the row pass.
-    float m = ninf;
+    float m[kR], sum[kR];
 #pragma unroll
-    for (int q = 0; q < kLsePerLane; ++q) m = fmaxf(m, l[q]);
+    for (int j = 0; j < kR; ++j) {
+      m[j] = ninf;
 #pragma unroll
-    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float sum = 0.f;
+      for (int q = 0; q < kLsePerLane; ++q) m[j] = fmaxf(m[j], l[j][q]);
 #pragma unroll
-    for (int q = 0; q < kLsePerLane; ++q) {
-      const int s = lane + 32 * q;
-      const float w = (m == ninf || l[q] == ninf) ? 0.f : __expf(l[q] - m);
-      if (s < num_splits) weight[s] = w;
-      sum += w;
+      for (int o = 16; o; o >>= 1) m[j] = fmaxf(m[j], __shfl_xor_sync(0xffffffffu, m[j], o));
+      sum[j] = 0.f;
+#pragma unroll
+      for (int q = 0; q < kLsePerLane; ++q) {
+        const int s = lane + 32 * q;
+        const float w = (m[j] == ninf || l[j][q] == ninf) ? 0.f : __expf(l[j][q] - m[j]);
+        if (s < num_splits) weight[j * kMaxSplits + s] = w;
+        sum[j] += w;
+      }
+#pragma unroll
+      for (int o = 16; o; o >>= 1) sum[j] += __shfl_xor_sync(0xffffffffu, sum[j], o);
     }
-#pragma unroll
-    for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     __syncwarp();
 
     // The row pass, kUnroll splits at a time, in split order.
-    float acc[kPerLane];
+    float acc[kR][kPerLane];
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
-    if (sum > 0.f) {
-      for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
-        if (s0 > 0) load_rows(part_o, num_splits, rows, row, lane, s0, v);
+    for (int j = 0; j < kR; ++j)
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) acc[j][k] = 0.f;
+    for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
+      if (s0 > 0)
+#pragma unroll
+        for (int j = 0; j < kR; ++j)
+          if (sum[j] > 0.f) load_rows(part_o, num_splits, rows, row[j], lane, s0, v[j]);
+#pragma unroll
+      for (int j = 0; j < kR; ++j) {
+        if (!(sum[j] > 0.f)) continue;
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const float w = s0 + u < num_splits ? weight[s0 + u] : 0.f;
+          const float w = s0 + u < num_splits ? weight[j * kMaxSplits + s0 + u] : 0.f;
           if (w == 0.f) continue;  // an empty split's row holds zeros, but skip it anyway
 #pragma unroll
-          for (int k = 0; k < kPerLane; ++k) acc[k] += w * v[u][k];
+          for (int k = 0; k < kPerLane; ++k) acc[j][k] += w * v[j][u][k];
         }
       }
     }
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k)
-      if (lane + 32 * k < kDv) dst[lane + 32 * k].bits = (u16)(ElementTraits<Element>::pack(acc[k] * inv, 0.f) & 0xffffu);
-    if (lse && lane == 0) *lse = sum > 0.f ? m + logf(sum) : ninf;
+    for (int j = 0; j < kR; ++j) {
+      if (!dst[j]) continue;
+      const float inv = sum[j] > 0.f ? 1.f / sum[j] : 0.f;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k)
+        if (lane + 32 * k < kDv)
+          dst[j][lane + 32 * k].bits = (u16)(ElementTraits<Element>::pack(acc[j][k] * inv, 0.f) & 0xffffu);
+      if (lse[j] && lane == 0) *lse[j] = sum[j] > 0.f ? m[j] + logf(sum[j]) : ninf;
+    }
   }
 };
 
