@@ -457,7 +457,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
 
   const LaunchPlan pl = plan(args, scalars, tuning);
   const LoadedModule& m = *pl.module;
-  const DriverApi& d = driver();
+  const bool dependent = tuning.dependent_launch && dependent_launch_enabled();
 
   attnfuse_kernels::FwdParams p{};
   p.q = args.q.data;
@@ -593,8 +593,8 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     const auto blocks = static_cast<unsigned>(
         std::clamp<int64_t>((units + codegen::cuda::kRotateThreads - 1) / codegen::cuda::kRotateThreads, 1, max_blocks));
     void* rparams[] = {&r};
-    check(d.cuLaunchKernel(m.rotate, blocks, 1, 1, codegen::cuda::kRotateThreads, 1, 1, 0, stream, rparams, nullptr),
-          "cuLaunchKernel (rope rotation)");
+    launch_kernel(m.rotate, {blocks, 1, 1}, codegen::cuda::kRotateThreads, 0, stream, rparams, dependent,
+                  "cuLaunchKernel (rope rotation)");
     p.q = r.dst[0];
     p.k = r.dst[1];
     p.q_stride[0] = Hq * Nq * D, p.q_stride[1] = Nq * D, p.q_stride[2] = D;
@@ -646,9 +646,8 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   }
   if (counters > 0) p.merge_count = static_cast<int*>(stream_workspace(stream, kMergeCounters, counters * sizeof(int)));
   void* params[] = {&p};
-  check(d.cuLaunchKernel(m.fwd, pl.grid[0], pl.grid[1], pl.grid[2], static_cast<unsigned>(m.threads), 1, 1,
-                         static_cast<unsigned>(m.smem), stream, params, nullptr),
-        "cuLaunchKernel");
+  launch_kernel(m.fwd, {pl.grid[0], pl.grid[1], pl.grid[2]}, static_cast<unsigned>(m.threads),
+                static_cast<unsigned>(m.smem), stream, params, dependent, "cuLaunchKernel");
   if (pl.num_splits > 1 && !pl.merge_in_kernel) {
     attnfuse_kernels::CombineParams cp{};
     cp.part_o = p.part_o;
@@ -664,9 +663,8 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     cp.num_splits = pl.num_splits;
     constexpr int kRowsPerBlock = codegen::cuda::kCombineThreads / 32;
     void* cparams[] = {&cp};
-    check(d.cuLaunchKernel(m.combine, static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), 1, 1,
-                           codegen::cuda::kCombineThreads, 1, 1, 0, stream, cparams, nullptr),
-          "cuLaunchKernel (split-KV combine)");
+    launch_kernel(m.combine, {static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), 1, 1},
+                  codegen::cuda::kCombineThreads, 0, stream, cparams, dependent, "cuLaunchKernel (split-KV combine)");
   }
 }
 

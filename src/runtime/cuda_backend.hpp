@@ -67,6 +67,11 @@ struct LaunchTuning {
   // Where a split decode call merges its splits: false = in the decode kernel (the last block of
   // each tile merges), true = in the separate combine kernel (as prefill splits always do).
   bool combine_kernel = false;
+  // Programmatic dependent launch (sm_90+, unless ATTNFUSE_CUDA_PDL=0): each kernel of the call
+  // may be scheduled while the kernel before it in the stream finishes, and waits for it
+  // (griddepcontrol.wait) before touching memory; each lets the next do the same once all its
+  // blocks run. Back-to-back decode steps then overlap one grid's launch with the other's tail.
+  bool dependent_launch = true;
 };
 
 // How a paged call's decode tiles copy its pages (contiguous caches ignore it). On Hopper by TMA,

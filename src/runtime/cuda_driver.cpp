@@ -71,6 +71,7 @@ Loaded load() {
   if (!ok) return L;
   std::string optional_missing;
   resolve(lib, a.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, optional_missing);
+  resolve(lib, a.cuLaunchKernelEx, {"cuLaunchKernelEx"}, optional_missing);
   if (a.cuInit(0) != 0) {
     e = "cuInit failed (driver present but no usable GPU)";
     return L;
@@ -135,6 +136,20 @@ const DriverApi& driver() {
 const DeviceInfo& device_info() {
   driver();
   return loaded().info;
+}
+
+void launch_kernel(CUfunction f, const unsigned (&grid)[3], unsigned threads, unsigned shared_bytes,
+                   CUstream stream, void** params, bool dependent, const char* what) {
+  const DriverApi& d = driver();
+  if (dependent && d.cuLaunchKernelEx && device_info().arch() >= 90) {
+    CUlaunchAttribute attr{};
+    attr.id = kLaunchAttrProgrammaticStreamSerialization;
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    const CUlaunchConfig config{grid[0], grid[1], grid[2], threads, 1, 1, shared_bytes, stream, &attr, 1};
+    check(d.cuLaunchKernelEx(&config, f, params, nullptr), what);
+    return;
+  }
+  check(d.cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, shared_bytes, stream, params, nullptr), what);
 }
 
 void check(CUresult r, const char* what) {

@@ -35,6 +35,26 @@ inline constexpr int kAttrMaxBlocksPerMultiprocessor = 106;
 inline constexpr int kFuncAttrLocalSizeBytes = 3;
 inline constexpr int kFuncAttrNumRegs = 4;
 inline constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
+inline constexpr int kLaunchAttrProgrammaticStreamSerialization = 6;
+
+// cuLaunchKernelEx's configuration (cuda.h's CUlaunchAttribute and CUlaunchConfig, same layout).
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72);
+struct CUlaunchConfig {
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block_x, block_y, block_z;
+  unsigned shared_bytes;
+  CUstream stream;
+  CUlaunchAttribute* attrs;
+  unsigned num_attrs;
+};
 
 struct DriverApi {
   CUresult (*cuInit)(unsigned);
@@ -65,6 +85,8 @@ struct DriverApi {
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  // Optional (null on drivers before CUDA 12): launches with attributes (launch_kernel below).
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
   // Optional (null on drivers before CUDA 12): Hopper tensor maps (runtime/tma.hpp).
   CUresult (*cuTensorMapEncodeTiled)(void* map, int dtype, unsigned rank, void* base, const uint64_t* dims,
                                      const uint64_t* strides, const unsigned* box, const unsigned* element_strides,
@@ -80,6 +102,14 @@ bool cuda_available(std::string* why_not = nullptr);
 
 // Throws Error(Device) "<what>: <driver error string>" when r != 0.
 void check(CUresult r, const char* what);
+
+// Launches f on `stream`. With `dependent` (and a driver and device that support it: sm_90+),
+// as a programmatic dependent launch: the grid may be scheduled while the previous kernel in the
+// stream finishes, once that kernel allows it (griddepcontrol.launch_dependents). Only kernels
+// that run griddepcontrol.wait before their first global memory access may be launched so
+// (every attnfuse kernel does: primitives.cuh, grid_dependency_wait). Throws like check().
+void launch_kernel(CUfunction f, const unsigned (&grid)[3], unsigned threads, unsigned shared_bytes,
+                   CUstream stream, void** params, bool dependent, const char* what);
 
 struct DeviceInfo {
   std::string name;

@@ -163,6 +163,11 @@ bool wgmma_producer_enabled() {
   return on;
 }
 
+bool dependent_launch_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_PDL");
+  return on;
+}
+
 bool nvrtc_lineinfo_enabled() {
   static const bool on = knob_opted_in("ATTNFUSE_NVRTC_LINEINFO");
   return on;

@@ -62,6 +62,9 @@ bool decode_producer_enabled();
 // (TileConfig::producer_warp, set by passes::cuda_arch_tile): its loader is then a thread of
 // warpgroup 1, as before the seventeenth session.
 bool wgmma_producer_enabled();
+// ATTNFUSE_CUDA_PDL=0 launches every kernel in stream order, without programmatic dependent
+// launch (LaunchTuning::dependent_launch); on by default on sm_90+.
+bool dependent_launch_enabled();
 // ATTNFUSE_NVRTC_LINEINFO=1 compiles kernels with source line information (nvrtc_options).
 bool nvrtc_lineinfo_enabled();
 // The tensor maps' L2 promotion override (parse_tma_l2_promotion_knob).

@@ -7,7 +7,8 @@
 //  - the launch plan of a Llama-3-8B decode step (decode variant, split KV);
 //  - paged KV (NHD / HND, pages of 1, 16, 64 rows, shuffled and shared pages, variable lengths
 //    with an empty sequence) in decode and prefill: bit for bit the contiguous call on the same
-//    data with the same LaunchTuning, and the reference; what paged calls refuse.
+//    data with the same LaunchTuning, and the reference; what paged calls refuse;
+//  - programmatic dependent launches: calls chained on one stream, each reading the last one's O.
 // Every case draws fresh inputs; outputs are poisoned before each call.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -253,6 +254,70 @@ TEST_F(CudaDecode, InKernelMergeMatchesTheCombineKernelCallAfterCall) {
     const Outputs b = run_device(spec, in.device, d, separate);
     EXPECT_TRUE(matches(e, spec.dtype, a));
     EXPECT_TRUE(bitwise_equal(a, b, d)) << "in-kernel merge differs from the combine kernel";
+  }
+}
+
+TEST_F(CudaDecode, DependentLaunchesChainCallsOnOneStream) {
+  // Programmatic dependent launch lets each kernel be scheduled while the one before it finishes;
+  // every kernel waits before touching memory. A chain of calls queued back to back on one stream
+  // with no host sync, call i's Q being call i-1's O (read after write), all sharing the stream's
+  // split workspace and merge counters (write after read): each O and LSE must match the reference
+  // on the Q the previous call produced, and be bit for bit the same chain launched in plain
+  // stream order. Links: decode merged in the kernel, decode merged by the combine kernel, and
+  // causal prefill with prerotated rope (rotation kernel, then the forward kernel).
+  TRACE_SEED();
+  struct Link {
+    const char* program;
+    Dims d;
+    LaunchTuning tuning;
+    RopeMode mode;
+  };
+  const std::vector<Link> links = {
+      {kCausal, {1, 32, 8, 1, 9001, 128}, LaunchTuning{16}, RopeMode::Auto},
+      {kCausal, {1, 32, 8, 1, 9001, 128}, LaunchTuning{16, Variant::Auto, true}, RopeMode::Auto},
+      {"softmax(causal(rope(Q, K))) @ V", {1, 4, 4, 333, 333, 128}, LaunchTuning{}, RopeMode::Prerotate},
+  };
+  for (const Link& link : links) {
+    const KernelSpec spec = cuda_spec(link.program, DType::BF16, link.d.D, link.mode);
+    const Dims& d = link.d;
+    SCOPED_TRACE(fmt::format("{} {} {}", link.program, gpu_test::dims_name(d), tuning_name(link.tuning)));
+    Inputs in = make_inputs(spec, d, rng_);
+    constexpr int kCalls = 8;
+    const auto n_out = static_cast<size_t>(d.B * d.Hq * d.Nq * d.D), n_lse = static_cast<size_t>(d.B * d.Hq * d.Nq);
+    std::vector<Outputs> chained[2];
+    for (const bool dependent : {true, false}) {
+      std::vector<runtime::DeviceBuffer> outs, lses;
+      for (int i = 0; i < kCalls; ++i) {
+        outs.emplace_back(n_out * 2).poison();
+        lses.emplace_back(n_lse * 4).poison();
+      }
+      LaunchTuning t = link.tuning;
+      t.dependent_launch = dependent;
+      for (int i = 0; i < kCalls; ++i) {
+        AttentionArgs a = in.device;
+        if (i > 0) a.q = TensorView::contiguous(outs[size_t(i - 1)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+        a.out = TensorView::contiguous(outs[size_t(i)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+        a.lse = LseView::contiguous(static_cast<float*>(lses[size_t(i)].get()), {d.B, d.Hq, d.Nq});
+        runtime::run_cuda(spec, a, nullptr, /*sync=*/false, t);
+      }
+      runtime::check(runtime::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+      for (int i = 0; i < kCalls; ++i) {
+        Outputs o;
+        o.out.resize(n_out);
+        o.lse.resize(n_lse);
+        outs[size_t(i)].download(o.out.data());
+        lses[size_t(i)].download(o.lse.data());
+        chained[dependent ? 0 : 1].push_back(std::move(o));
+      }
+    }
+    for (int i = 0; i < kCalls; ++i) {
+      SCOPED_TRACE(fmt::format("call {}", i));
+      AttentionArgs host = in.host;
+      if (i > 0) host.q = TensorView::contiguous(chained[0][size_t(i - 1)].out.data(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+      EXPECT_TRUE(matches(expected(spec, host, d), spec.dtype, chained[0][size_t(i)]));
+      EXPECT_TRUE(bitwise_equal(chained[0][size_t(i)], chained[1][size_t(i)], d))
+          << "dependent launches differ from plain stream order";
+    }
   }
 }
 

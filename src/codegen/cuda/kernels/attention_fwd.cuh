@@ -884,6 +884,8 @@ struct FwdKernel {
   }
 
   static __device__ void run(const FwdParams& p, char* smem_raw) {
+    grid_dependency_wait();
+    allow_dependent_launch();
     if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kQTile;  // kStages stages

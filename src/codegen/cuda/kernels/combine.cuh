@@ -138,6 +138,8 @@ struct CombineKernel {
   static __device__ void run(const CombineParams& p) {
     using Merge = SplitMerge<Element, kDv>;
     __shared__ float weight[kWarps][Merge::kMaxSplits];
+    grid_dependency_wait();  // the forward kernel's partials
+    allow_dependent_launch();
     const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
     const af_i64 row = (af_i64)blockIdx.x * kWarps + wid;
     if (row >= p.rows) return;

@@ -84,6 +84,23 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return y;
 }
 
+// Programmatic dependent launch (sm_90+; no-ops before, and when the grid was launched without
+// the attribute: runtime launch_kernel). Every attnfuse kernel starts with both, before any
+// global memory access: it waits until the kernel before it in the stream has finished and its
+// writes are visible (that kernel may produce Q, K/V or page tables, or still read the split
+// workspace this one is about to write), then lets the next kernel's blocks be scheduled, so that
+// they sit resident, waiting in turn, while this grid runs its tail.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Row reductions over the 4 threads (a quad) that share one accumulator row.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -348,6 +348,8 @@ struct RotateKernel {
 
   static __device__ void run(const RotateParams& p) {
     __shared__ __align__(16) char tables[RopeTableBytes<kD / 2>::value];
+    grid_dependency_wait();
+    allow_dependent_launch();
     const RopeTables rope = stage_rope_tables<kD / 2>(p.rope, tables);
     __syncthreads();
     if (p.vec) run_vec(p, rope);
