@@ -387,6 +387,11 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   pl.module = m;
   pl.num_splits = std::clamp(splits, 1, passes::kMaxSplits);
   pl.merge_in_kernel = pl.num_splits > 1 && pl.decode && !tuning.combine_kernel;
+  using Dependent = LaunchTuning::DependentLaunch;
+  const int64_t block_keys = (tiles_of(m->spec.tile.block_k) + pl.num_splits - 1) / pl.num_splits * m->spec.tile.block_k;
+  pl.dependent_launch = dependent_launch_enabled() && device_info().arch() >= 90 &&
+                        (tuning.dependent_launch == Dependent::On ||
+                         (tuning.dependent_launch == Dependent::Auto && pl.decode && block_keys <= kDependentLaunchMaxKeys));
   const int64_t grid_x = std::max<int64_t>(slots, 1) * pl.num_splits;
   if (grid_x > INT32_MAX || heads > 65535 || c.B > 65535)
     throw Error(ErrorCode::Shape, "the call's grid exceeds CUDA's limits (2^31 - 1 query tiles x splits, "
@@ -457,7 +462,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
 
   const LaunchPlan pl = plan(args, scalars, tuning);
   const LoadedModule& m = *pl.module;
-  const bool dependent = tuning.dependent_launch && dependent_launch_enabled();
+  const bool dependent = pl.dependent_launch;
 
   attnfuse_kernels::FwdParams p{};
   p.q = args.q.data;

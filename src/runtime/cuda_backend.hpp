@@ -67,11 +67,11 @@ struct LaunchTuning {
   // Where a split decode call merges its splits: false = in the decode kernel (the last block of
   // each tile merges), true = in the separate combine kernel (as prefill splits always do).
   bool combine_kernel = false;
-  // Programmatic dependent launch (sm_90+, unless ATTNFUSE_CUDA_PDL=0): each kernel of the call
-  // may be scheduled while the kernel before it in the stream finishes, and waits for it
-  // (griddepcontrol.wait) before touching memory; each lets the next do the same once all its
-  // blocks run. Back-to-back decode steps then overlap one grid's launch with the other's tail.
-  bool dependent_launch = true;
+  // Programmatic dependent launch (sm_90+; ATTNFUSE_CUDA_PDL=0 turns it off everywhere): the
+  // call's kernels may be scheduled while the kernel before each in the stream finishes, and wait
+  // for it (griddepcontrol.wait) before touching memory. Auto: decode calls whose blocks stream at
+  // most kDependentLaunchMaxKeys keys (LaunchPlan::dependent_launch); On / Off: every call / none.
+  enum class DependentLaunch { Auto, On, Off } dependent_launch = DependentLaunch::Auto;
 };
 
 // How a paged call's decode tiles copy its pages (contiguous caches ignore it). On Hopper by TMA,
@@ -85,6 +85,16 @@ enum class PageCopy { TmaSmallBoxes, CpAsync, TmaLargeBoxes };
 // drafts up to 16 tokens).
 inline constexpr int64_t kDecodeMaxQueries = 16;
 
+// Decode calls whose blocks each stream at most this many keys launch as programmatic dependents
+// (LaunchTuning::DependentLaunch::Auto): back to back, the next call's blocks are scheduled while
+// this one's finish its merge, which takes ~0.4 us of fixed cost off a call. On the H200, against
+// the same build without (two calls, three interleaved rounds each, CUDA-graph timed,
+// bench/results/2026-12-03-h200-session20/call2/, call3/): 8B B1 / 4k (parts of 256 keys)
+// 0.0126-0.0127 -> 0.0121-0.0122 ms, B1 / 32k and B8 / 4k (2048 keys) 1.0-1.8% faster, 70B B1 /
+// 32k level, B32 / 4k (4096, unsplit) level; but calls with longer blocks were 0.6-1.4% slower
+// with it (B1 / 128k: 8192 keys, B8 / 32k and 128k: 16k-64k keys), so they launch in stream order.
+inline constexpr int64_t kDependentLaunchMaxKeys = 4096;
+
 // What one call runs: the resolved variant and its grid (CudaKernel::plan; printed by the CLI).
 struct LaunchPlan {
   RopeMode rope_mode = RopeMode::Auto;
@@ -92,6 +102,7 @@ struct LaunchPlan {
   bool decode = false;  // GQA-packed decode variant
   int num_splits = 1;   // > 1: partial results in a workspace, merged by one of the two below
   bool merge_in_kernel = false;  // splits merged by the decode kernel's last block, not a combine kernel
+  bool dependent_launch = false;  // the call's kernels launch as programmatic dependents (LaunchTuning)
   unsigned grid[3] = {1, 1, 1};
   const LoadedModule* module = nullptr;  // the compiled variant the call runs
   // Block-sparse prefill: the work list the one-dimensional grid runs (its cut rows merge in the

@@ -63,7 +63,7 @@ bool decode_producer_enabled();
 // warpgroup 1, as before the seventeenth session.
 bool wgmma_producer_enabled();
 // ATTNFUSE_CUDA_PDL=0 launches every kernel in stream order, without programmatic dependent
-// launch (LaunchTuning::dependent_launch); on by default on sm_90+.
+// launch, whatever LaunchTuning::dependent_launch says (CudaKernel::plan).
 bool dependent_launch_enabled();
 // ATTNFUSE_NVRTC_LINEINFO=1 compiles kernels with source line information (nvrtc_options).
 bool nvrtc_lineinfo_enabled();

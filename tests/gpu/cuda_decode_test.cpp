@@ -292,7 +292,12 @@ TEST_F(CudaDecode, DependentLaunchesChainCallsOnOneStream) {
         lses.emplace_back(n_lse * 4).poison();
       }
       LaunchTuning t = link.tuning;
-      t.dependent_launch = dependent;
+      if (dependent) {  // Auto: decode calls over short parts (these) launch as dependents, prefill calls not
+        const bool can = runtime::dependent_launch_enabled() && runtime::device_info().arch() >= 90;
+        EXPECT_EQ(runtime::cuda_kernel(spec).plan(in.device, spec.scalars, link.tuning).dependent_launch,
+                  can && d.Nq <= runtime::kDecodeMaxQueries);
+      }
+      t.dependent_launch = dependent ? LaunchTuning::DependentLaunch::On : LaunchTuning::DependentLaunch::Off;
       for (int i = 0; i < kCalls; ++i) {
         AttentionArgs a = in.device;
         if (i > 0) a.q = TensorView::contiguous(outs[size_t(i - 1)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});

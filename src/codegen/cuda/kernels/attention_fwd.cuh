@@ -884,8 +884,7 @@ struct FwdKernel {
   }
 
   static __device__ void run(const FwdParams& p, char* smem_raw) {
-    grid_dependency_wait();
-    allow_dependent_launch();
+    grid_dependency_wait();  // (the next grid is let in after the main loop, below)
     if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kQTile;  // kStages stages
@@ -1008,6 +1007,9 @@ struct FwdKernel {
       }
     }
     cp_async_wait<0>();
+    // Every load of this block is done: the next grid's blocks may take the SMs' free room now
+    // and wait there through this grid's epilogue and split merge.
+    allow_dependent_launch();
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) row_l[a][0] = quad_sum(row_l[a][0]), row_l[a][1] = quad_sum(row_l[a][1]);
     if constexpr (kKeyWarps > 1) {

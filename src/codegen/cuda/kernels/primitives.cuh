@@ -85,11 +85,12 @@ __device__ __forceinline__ float fast_tanh(float x) {
 }
 
 // Programmatic dependent launch (sm_90+; no-ops before, and when the grid was launched without
-// the attribute: runtime launch_kernel). Every attnfuse kernel starts with both, before any
-// global memory access: it waits until the kernel before it in the stream has finished and its
-// writes are visible (that kernel may produce Q, K/V or page tables, or still read the split
-// workspace this one is about to write), then lets the next kernel's blocks be scheduled, so that
-// they sit resident, waiting in turn, while this grid runs its tail.
+// the attribute: runtime launch_kernel). Every attnfuse kernel waits before any global memory
+// access, until the kernel before it in the stream has finished and its writes are visible (that
+// kernel may produce Q, K/V or page tables, or still read the split workspace this one is about
+// to write). Each then lets the next kernel's blocks be scheduled (the forward kernel once its
+// main loop's loads are done, the small kernels at once), so they sit resident, waiting in turn,
+// while this grid runs its tail.
 __device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
