@@ -389,7 +389,7 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   pl.merge_in_kernel = pl.num_splits > 1 && pl.decode && !tuning.combine_kernel;
   using Dependent = LaunchTuning::DependentLaunch;
   const int64_t block_keys = (tiles_of(m->spec.tile.block_k) + pl.num_splits - 1) / pl.num_splits * m->spec.tile.block_k;
-  pl.dependent_launch = dependent_launch_enabled() && device_info().arch() >= 90 &&
+  pl.dependent_launch = dependent_launch_enabled() && dependent_launch_available() &&
                         (tuning.dependent_launch == Dependent::On ||
                          (tuning.dependent_launch == Dependent::Auto && pl.decode && block_keys <= kDependentLaunchMaxKeys));
   const int64_t grid_x = std::max<int64_t>(slots, 1) * pl.num_splits;
@@ -462,7 +462,6 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
 
   const LaunchPlan pl = plan(args, scalars, tuning);
   const LoadedModule& m = *pl.module;
-  const bool dependent = pl.dependent_launch;
 
   attnfuse_kernels::FwdParams p{};
   p.q = args.q.data;
@@ -598,7 +597,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     const auto blocks = static_cast<unsigned>(
         std::clamp<int64_t>((units + codegen::cuda::kRotateThreads - 1) / codegen::cuda::kRotateThreads, 1, max_blocks));
     void* rparams[] = {&r};
-    launch_kernel(m.rotate, {blocks, 1, 1}, codegen::cuda::kRotateThreads, 0, stream, rparams, dependent,
+    launch_kernel(m.rotate, {blocks, 1, 1}, codegen::cuda::kRotateThreads, 0, stream, rparams, pl.dependent_launch,
                   "cuLaunchKernel (rope rotation)");
     p.q = r.dst[0];
     p.k = r.dst[1];
@@ -652,7 +651,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   if (counters > 0) p.merge_count = static_cast<int*>(stream_workspace(stream, kMergeCounters, counters * sizeof(int)));
   void* params[] = {&p};
   launch_kernel(m.fwd, {pl.grid[0], pl.grid[1], pl.grid[2]}, static_cast<unsigned>(m.threads),
-                static_cast<unsigned>(m.smem), stream, params, dependent, "cuLaunchKernel");
+                static_cast<unsigned>(m.smem), stream, params, pl.dependent_launch, "cuLaunchKernel");
   if (pl.num_splits > 1 && !pl.merge_in_kernel) {
     attnfuse_kernels::CombineParams cp{};
     cp.part_o = p.part_o;
@@ -669,7 +668,8 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     constexpr int kRowsPerBlock = codegen::cuda::kCombineThreads / 32;
     void* cparams[] = {&cp};
     launch_kernel(m.combine, {static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), 1, 1},
-                  codegen::cuda::kCombineThreads, 0, stream, cparams, dependent, "cuLaunchKernel (split-KV combine)");
+                  codegen::cuda::kCombineThreads, 0, stream, cparams, pl.dependent_launch,
+                  "cuLaunchKernel (split-KV combine)");
   }
 }
 

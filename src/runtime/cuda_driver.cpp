@@ -138,10 +138,14 @@ const DeviceInfo& device_info() {
   return loaded().info;
 }
 
+bool dependent_launch_available() {
+  return driver().cuLaunchKernelEx != nullptr && device_info().arch() >= 90;
+}
+
 void launch_kernel(CUfunction f, const unsigned (&grid)[3], unsigned threads, unsigned shared_bytes,
                    CUstream stream, void** params, bool dependent, const char* what) {
   const DriverApi& d = driver();
-  if (dependent && d.cuLaunchKernelEx && device_info().arch() >= 90) {
+  if (dependent && dependent_launch_available()) {
     CUlaunchAttribute attr{};
     attr.id = kLaunchAttrProgrammaticStreamSerialization;
     attr.value.programmatic_stream_serialization_allowed = 1;

@@ -103,8 +103,11 @@ bool cuda_available(std::string* why_not = nullptr);
 // Throws Error(Device) "<what>: <driver error string>" when r != 0.
 void check(CUresult r, const char* what);
 
-// Launches f on `stream`. With `dependent` (and a driver and device that support it: sm_90+),
-// as a programmatic dependent launch: the grid may be scheduled while the previous kernel in the
+// Whether this driver and device can launch programmatic dependents (sm_90+, cuLaunchKernelEx).
+bool dependent_launch_available();
+
+// Launches f on `stream`. With `dependent` (where dependent_launch_available()), as a
+// programmatic dependent launch: the grid may be scheduled while the previous kernel in the
 // stream finishes, once that kernel allows it (griddepcontrol.launch_dependents). Only kernels
 // that run griddepcontrol.wait before their first global memory access may be launched so
 // (every attnfuse kernel does: primitives.cuh, grid_dependency_wait). Throws like check().
