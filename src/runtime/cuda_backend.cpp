@@ -442,8 +442,12 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     check_rows_16b(args.k, "K", {0, 1, 2});
     check_rows_16b(args.v, "V", {0, 1, 2});
   }
-  if (args.out.strides[2] % 2 || reinterpret_cast<uintptr_t>(args.out.data) % 4 != 0)
-    throw Error(ErrorCode::Shape, "O must be 4-byte aligned with an even row stride on CUDA");
+  // O is stored two dims per 32-bit store at b * s0 + h * s1 + i * s2 (the epilogue and the split
+  // merge), so every row must start 4-byte aligned: the base and all three strides.
+  if (args.out.strides[0] % 2 || args.out.strides[1] % 2 || args.out.strides[2] % 2 ||
+      reinterpret_cast<uintptr_t>(args.out.data) % 4 != 0)
+    throw Error(ErrorCode::Shape, fmt::format("O must be 4-byte aligned with even strides on CUDA (strides {}, {}, {})",
+                                              args.out.strides[0], args.out.strides[1], args.out.strides[2]));
   // The kernel computes positions in 32 bits (one register per cell): every query position
   // i + q_offset and every key position must fit.
   const int64_t q_offset = args.paged ? args.q_offset.value_or(0) : args.resolved_q_offset();

@@ -115,6 +115,19 @@ TEST_F(CudaForward, MisalignedRowsAreRejectedBeforeLaunch) {
     EXPECT_EQ(e.code(), ErrorCode::Shape);
     EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
   }
+  // O rows are stored as 32-bit pairs: an odd head stride would misalign every other head's rows.
+  a.k = a.q;
+  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 2, 16, 64});
+  a.out.strides[1] = 16 * 64 + 1;
+  a.q = TensorView::contiguous(buf.get(), DType::BF16, {1, 2, 16, 64});
+  a.k = a.v = TensorView::contiguous(buf.get(), DType::BF16, {1, 1, 16, 64});
+  try {
+    runtime::run_cuda(spec, a, nullptr, true);
+    FAIL() << "expected a Shape error for O's odd head stride";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Shape);
+    EXPECT_NE(std::string(e.what()).find("even strides"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(CudaForward, AdditiveBiasAtEdgeTiles) {

@@ -22,20 +22,24 @@ namespace attnfuse_kernels {
 // same grid in the second case, so they are read through L2 (ld.global.cg), never a stale L1 line.
 template <class Element, int kDv>
 struct SplitMerge {
-  static constexpr int kPerLane = (kDv + 31) / 32;  // dims per lane (2, 3, 4 or 8)
-  static constexpr int kMaxSplits = 128;             // passes::kMaxSplits
+  static_assert(kDv % 4 == 0, "partial rows are read in 16-byte chunks");
+  static constexpr int kChunks = kDv / 4;                // 16-byte chunks (4 dims) of a row
+  static constexpr int kPerLane = (kChunks + 31) / 32;    // chunks per lane (1, or 2 at D = 256)
+  static constexpr int kMaxSplits = 128;                 // passes::kMaxSplits
   static constexpr int kLsePerLane = kMaxSplits / 32;
   static constexpr int kUnroll = 8;  // splits whose rows load at once
 
-  // The kUnroll partial rows of splits s0, s0 + 1, ... (past the last split: split s0 again).
+  // The kUnroll partial rows of splits s0, s0 + 1, ... (past the last split: split s0 again), a
+  // 16-byte load per chunk: lane c holds dims 4c .. 4c + 3 (and 4c + 128 .. at D = 256).
   static __device__ __forceinline__ void load_rows(const float* part_o, int num_splits, af_i64 rows, af_i64 row,
-                                                   int lane, int s0, float (&v)[kUnroll][kPerLane]) {
+                                                   int lane, int s0, float4 (&v)[kUnroll][kPerLane]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int s = s0 + u < num_splits ? s0 + u : s0;
-      const float* src = part_o + (s * rows + row) * kDv;
+      const float4* src = reinterpret_cast<const float4*>(part_o + (s * rows + row) * kDv);
 #pragma unroll
-      for (int k = 0; k < kPerLane; ++k) v[u][k] = lane + 32 * k < kDv ? __ldcg(src + lane + 32 * k) : 0.f;
+      for (int k = 0; k < kPerLane; ++k)
+        v[u][k] = lane + 32 * k < kChunks ? __ldcg(src + lane + 32 * k) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 
@@ -60,7 +64,7 @@ struct SplitMerge {
     // Every load is independent of the weights, so the LSEs (lanes over the splits, once each)
     // and the first kUnroll rows go out together: the merge waits for two or three memory
     // latencies, not one per pass (it is the tail of a split decode call).
-    float v[kR][kUnroll][kPerLane];
+    float4 v[kR][kUnroll][kPerLane];
     float l[kR][kLsePerLane];
 #pragma unroll
     for (int j = 0; j < kR; ++j) {
@@ -95,11 +99,11 @@ struct SplitMerge {
     __syncwarp();
 
     // The row pass, kUnroll splits at a time, in split order.
-    float acc[kR][kPerLane];
+    float4 acc[kR][kPerLane];
 #pragma unroll
     for (int j = 0; j < kR; ++j)
 #pragma unroll
-      for (int k = 0; k < kPerLane; ++k) acc[j][k] = 0.f;
+      for (int k = 0; k < kPerLane; ++k) acc[j][k] = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
       if (s0 > 0)
 #pragma unroll
@@ -113,7 +117,12 @@ struct SplitMerge {
           const float w = s0 + u < num_splits ? weight[j * kMaxSplits + s0 + u] : 0.f;
           if (w == 0.f) continue;  // an empty split's row holds zeros, but skip it anyway
 #pragma unroll
-          for (int k = 0; k < kPerLane; ++k) acc[j][k] += w * v[j][u][k];
+          for (int k = 0; k < kPerLane; ++k) {
+            acc[j][k].x += w * v[j][u][k].x;
+            acc[j][k].y += w * v[j][u][k].y;
+            acc[j][k].z += w * v[j][u][k].z;
+            acc[j][k].w += w * v[j][u][k].w;
+          }
         }
       }
     }
@@ -123,8 +132,11 @@ struct SplitMerge {
       const float inv = sum[j] > 0.f ? 1.f / sum[j] : 0.f;
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k)
-        if (lane + 32 * k < kDv)
-          dst[j][lane + 32 * k].bits = (u16)(ElementTraits<Element>::pack(acc[j][k] * inv, 0.f) & 0xffffu);
+        if (lane + 32 * k < kChunks) {  // O rows are 4-byte aligned: two 32-bit stores of two dims
+          u32* out = reinterpret_cast<u32*>(dst[j] + 4 * (lane + 32 * k));
+          out[0] = ElementTraits<Element>::pack(acc[j][k].x * inv, acc[j][k].y * inv);
+          out[1] = ElementTraits<Element>::pack(acc[j][k].z * inv, acc[j][k].w * inv);
+        }
       if (lse[j] && lane == 0) *lse[j] = sum[j] > 0.f ? m[j] + logf(sum[j]) : ninf;
     }
   }
