@@ -1,39 +1,37 @@
 #!/usr/bin/env bash
-# Session 21, one device call (carry .devcarry and .devcarry-paged):
-#   1. the O stride refusal (CudaForward.MisalignedRowsAreRejectedBeforeLaunch) on the carried build;
-#   2. bench/experiments/decode_key_warp_slices.patch (the narrow decode tile's key-warp merge spread
-#      over the four warps, each merging and writing a quarter of D, and rows past the tile's real
-#      ones skipped) through ATTNFUSE_KERNEL_DIR: every decode GPU test, then a decode A/B against
-#      the embedded templates (three interleaved rounds);
-#   3. the paged producer rule (.devcarry-paged, see run_gpu_paged_producer_rule.sh): its tests, and
-#      a paged A/B where both builds compile the same templates (this tree's), so only the rule
-#      differs.
+# Session 21, one device call. .devcarry: the tree at 0ef1796 (the vectorised split merge).
+# .devcarry-paged here holds the cluster-merge build instead of the paged producer rule (the call
+# was already queued with that carry list): the narrow decode tile's key-warp merge spread over
+# its four warps, and split decode tiles merged through a thread-block cluster of their splits
+# (FwdKernel::cluster_merge, LaunchPlan::cluster), off under ATTNFUSE_CUDA_CLUSTER_MERGE=0.
+#   1. the whole GPU suite on the cluster build (four shards);
+#   2. decode A/B, three interleaved rounds: base / the cluster build with the merge off (the
+#      key-warp change alone) / the cluster build;
+#   3. paged A/B, two rounds: base / cluster build.
 # CAP bounds the whole (default 560 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-560}
-K0=$W/k_base K1=$W/k_kw
-mkdir -p "$K0" "$K1" && cp -r src/codegen/cuda/kernels "$K0/" && cp -r src/codegen/cuda/kernels "$K1/"
-patch -s -p5 -d "$K1/kernels" < bench/experiments/decode_key_warp_slices.patch || say "the key-warp patch does not apply"
-say "== 1. O stride refusal"
-gpu_tests refusal 'CudaForward.MisalignedRowsAreRejectedBeforeLaunch' "$(left 60)"
-say "== 2. key-warp slices: decode tests"
-ATTNFUSE_KERNEL_DIR=$K1/kernels ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-kw \
-  gpu_tests tests_kw 'CudaDecode.*:CudaSparse.BlockSparsePlanCuts*' "$(left 170)"
-tar czf "$OUT/logs.tgz" -C "$W" --exclude='k_*' .
+CL=.devcarry-paged
+say "== 1. GPU suite on the cluster build"
+for i in 0 1 2 3; do
+  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
+    timeout "$(left 230)" $CL/test_gpu > "$W/tests_shard$i.log" 2>&1 &
+done
+wait
+for i in 0 1 2 3; do
+  say "shard $i: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests_shard$i.log" | tr '\n' ' ') $(grep -c '^\[       OK' "$W/tests_shard$i.log") ok"
+  grep -E '^\[  FAILED|Failure|Expected|Which is|cluster sizes' "$W/tests_shard$i.log" | head -12 >> "$D"
+done
+tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. decode A/B"
-OUT=$W/ab QUICK=0 ROUNDS=3 timeout "$(left 130)" bash bench/run_gpu_decode_ab.sh base=.devcarry \
-  kw=.devcarry+ATTNFUSE_KERNEL_DIR=$K1/kernels > "$W/decode_ab_summary.txt" 2>&1
-cut -c1-200 "$W/decode_ab_summary.txt" | tee -a "$D"
-tar czf "$OUT/logs.tgz" -C "$W" --exclude='k_*' .
-say "== 3. paged rule: tests"
-timeout "$(left 120)" .devcarry-paged/test_gpu --gtest_filter='CudaDecode.Paged*' > "$W/paged_tests.log" 2>&1
-say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/paged_tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/paged_tests.log" | head -20 >> "$D"
+OUT=$W/ab QUICK=0 ROUNDS=3 timeout "$(left 170)" bash bench/run_gpu_decode_ab.sh base=.devcarry \
+  off=$CL+ATTNFUSE_CUDA_CLUSTER_MERGE=0 cluster=$CL > "$W/decode_ab_summary.txt" 2>&1
+cut -c1-220 "$W/decode_ab_summary.txt" | tee -a "$D"
+tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. paged A/B"
-OUT=$W/pab SUITE=paged QUICK=0 ROUNDS=2 timeout "$(left 150)" bash bench/run_gpu_decode_ab.sh \
-  base=.devcarry+ATTNFUSE_KERNEL_DIR=$K0/kernels rule=.devcarry-paged+ATTNFUSE_KERNEL_DIR=$K0/kernels \
-  > "$W/paged_ab_summary.txt" 2>&1
-cut -c1-200 "$W/paged_ab_summary.txt" | tee -a "$D"
-tar czf "$OUT/logs.tgz" -C "$W" --exclude='k_*' .
+OUT=$W/pab SUITE=paged QUICK=0 ROUNDS=2 timeout "$(left 120)" bash bench/run_gpu_decode_ab.sh base=.devcarry \
+  cluster=$CL > "$W/paged_ab_summary.txt" 2>&1
+cut -c1-220 "$W/paged_ab_summary.txt" | tee -a "$D"
+tar czf "$OUT/logs.tgz" -C "$W" .

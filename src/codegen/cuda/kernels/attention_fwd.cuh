@@ -783,9 +783,12 @@ struct FwdKernel {
   // Epilogue: normalise and write O (and LSE) of this thread's rows (row_l already summed over
   // the quad); rows with no kept key give O = 0, LSE = -inf. With split-KV the rows go to the
   // fp32 partial buffers instead (always with their LSE) for the combine kernel.
+  // With kKeyWarps > 1 each warp writes the dims slice `kw` it merged (merge_key_warps), and the
+  // first slice's warp the LSE.
   static __device__ __forceinline__ void write_rows(const FwdParams& p, const W& w, int warp, int g, int t,
                                                     float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
-                                                    float (&row_l)[kAtoms][2]) {
+                                                    float (&row_l)[kAtoms][2], int kw = 0) {
+    const auto mine = [&](int d) { return kKeyWarps == 1 || d / kDSlice == kw; };
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
 #pragma unroll
@@ -810,70 +813,77 @@ struct FwdKernel {
           float2* orow = reinterpret_cast<float2*>(p.part_o + prow * kD);
 #pragma unroll
           for (int d = 0; d < kDT; ++d)
-            orow[d * 4 + t] = make_float2(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
-          if (t == 0) p.part_lse[prow] = lse;
+            if (mine(d)) orow[d * 4 + t] = make_float2(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
+          if (t == 0 && kw == 0) p.part_lse[prow] = lse;
           continue;
         }
         u32* orow = reinterpret_cast<u32*>(static_cast<Element*>(p.o) + w.b * p.o_stride[0] + h * p.o_stride[1] +
                                            qi * p.o_stride[2]);
 #pragma unroll
         for (int d = 0; d < kDT; ++d)
-          orow[d * 4 + t] = Traits::pack(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
-        if (p.lse && t == 0) p.lse[w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi] = lse;
+          if (mine(d)) orow[d * 4 + t] = Traits::pack(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
+        if (p.lse && t == 0 && kw == 0) p.lse[w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi] = lse;
       }
     }
   }
 
   // Narrow decode tile: merge the kKeyWarps warps' softmax states of the same rows (each saw
-  // its own slice of every key tile) into warp 0's registers, through shared memory `scratch`
-  // (the K/V stages, free once the loop is done). row_l arrives summed over the quad.
-  static constexpr int kMergeBytes = kKeyWarps * kAtoms * 16 * (2 + kD) * 4;
-  static __device__ __forceinline__ void merge_key_warps(char* scratch, int warp, int g, int t,
+  // its own slice of every key tile) through shared memory `scratch` (the K/V stages, free once
+  // the loop is done). Every warp then holds the merged m and l of its rows and the merged
+  // accumulator of one slice of D (dims tiles kDSlice * kw ..., kw its key slice), which it writes
+  // itself (write_rows): the merge is spread over the warps instead of left to one, and rows past
+  // the tile's real ones (a decode tile holds a GQA group x Nq of its 16) are neither staged nor
+  // merged. row_l arrives summed over the quad.
+  static constexpr int kDSlice = (kDT + kKeyWarps - 1) / kKeyWarps;  // dims tiles each warp merges
+  static constexpr int kMergeBytes = kKeyWarps * kBM * (2 + kD) * 4;
+  static __device__ __forceinline__ void merge_key_warps(char* scratch, const W& w, int warp_id, int g, int t,
                                                          float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
                                                          float (&row_l)[kAtoms][2]) {
-    constexpr int R = kAtoms * 16;
+    const int rw = warp_id % kRowWarps, kw = warp_id / kRowWarps;  // the warp's rows and key slice
     float* sm = reinterpret_cast<float*>(scratch);
-    float* sl = sm + kKeyWarps * R;
-    float* so = sl + kKeyWarps * R;
+    float* sl = sm + kKeyWarps * kBM;
+    float* so = sl + kKeyWarps * kBM;
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const int row = a * 16 + g + hf * 8;
+        if (acc_row(w, rw, a, g, hf) >= w.rows) continue;
+        const int row = rw * 16 * kAtoms + a * 16 + g + hf * 8;
         if (t == 0) {
-          sm[warp * R + row] = row_m[a][hf];
-          sl[warp * R + row] = row_l[a][hf];
+          sm[kw * kBM + row] = row_m[a][hf];
+          sl[kw * kBM + row] = row_l[a][hf];
         }
-        float2* orow = reinterpret_cast<float2*>(so + (warp * R + row) * kD);
+        float2* orow = reinterpret_cast<float2*>(so + (kw * kBM + row) * kD);
 #pragma unroll
         for (int d = 0; d < kDT; ++d) orow[d * 4 + t] = make_float2(acc_o[a][d][2 * hf], acc_o[a][d][2 * hf + 1]);
       }
     __syncthreads();
-    if (warp != 0) return;
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        const int row = a * 16 + g + hf * 8;
+        if (acc_row(w, rw, a, g, hf) >= w.rows) continue;
+        const int row = rw * 16 * kAtoms + a * 16 + g + hf * 8;
         float m = neg_inf();
 #pragma unroll
-        for (int k = 0; k < kKeyWarps; ++k) m = fmaxf(m, sm[k * R + row]);
+        for (int k = 0; k < kKeyWarps; ++k) m = fmaxf(m, sm[k * kBM + row]);
         const float m_use = m == neg_inf() ? 0.f : m;
         float l = 0.f, scale[kKeyWarps];
 #pragma unroll
         for (int k = 0; k < kKeyWarps; ++k) {
           // ReLU keeps plain sums; softmax rescales each warp's state to the common maximum.
-          scale[k] = Spec::kRelu ? 1.f : fast_exp2(sm[k * R + row] - m_use);
-          l += scale[k] * sl[k * R + row];
+          scale[k] = Spec::kRelu ? 1.f : fast_exp2(sm[k * kBM + row] - m_use);
+          l += scale[k] * sl[k * kBM + row];
         }
         row_m[a][hf] = m;
         row_l[a][hf] = l;
 #pragma unroll
         for (int d = 0; d < kDT; ++d) {
+          if (d / kDSlice != kw) continue;
           float x = 0.f, y = 0.f;
 #pragma unroll
           for (int k = 0; k < kKeyWarps; ++k) {
-            const float2 v = reinterpret_cast<const float2*>(so + (k * R + row) * kD)[d * 4 + t];
+            const float2 v = reinterpret_cast<const float2*>(so + (k * kBM + row) * kD)[d * 4 + t];
             x += scale[k] * v.x;
             y += scale[k] * v.y;
           }
@@ -1015,9 +1025,9 @@ struct FwdKernel {
     if constexpr (kKeyWarps > 1) {
       static_assert(kMergeBytes <= 2 * kStages * kKVTile * 2, "the key-warp merge must fit the K/V stages");
       __syncthreads();  // every warp is done with the K/V stages the merge reuses
-      merge_key_warps(reinterpret_cast<char*>(sK), warp_id, g, t, acc_o, row_m, row_l);
+      merge_key_warps(reinterpret_cast<char*>(sK), w, warp_id, g, t, acc_o, row_m, row_l);
     }
-    if (warp_active && (kKeyWarps == 1 || warp_id == 0)) write_rows(p, w, warp, g, t, acc_o, row_m, row_l);
+    if (warp_active) write_rows(p, w, warp, g, t, acc_o, row_m, row_l, kKeyWarps > 1 ? warp_id / kRowWarps : 0);
     if constexpr (W::kPack) {
       if (p.num_splits > 1 && p.merge_count) {
         const int S = p.num_splits;
