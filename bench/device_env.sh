@@ -27,20 +27,29 @@ gpu_tests() {  # name, filter, limit
   say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/$1.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/$1.log" | head -20 >> "$D"
 }
-# The whole GPU suite in four shards at once within LIMIT seconds, each with its own compile
-# cache (the tests are bound by NVRTC on the host's cores, not by the GPU), into
-# $W/tests_shard0..3.log; says each shard's summary and failures.
-gpu_suite_sharded() {  # limit
-  local i
-  for i in 0 1 2 3; do
-    GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
-      timeout "$1" .devcarry/test_gpu > "$W/tests_shard$i.log" 2>&1 &
+# The whole GPU suite in SHARDS shards at once (default 4) within LIMIT seconds, each with its
+# own compile cache (the tests are bound by NVRTC on the host's cores, not by the GPU), into
+# $W/tests_shard0.. ; says each shard's summary and failures. BIN: another carried build's tests.
+gpu_suite_sharded() {  # limit [shards [bin]]
+  local i n=${2:-4} bin=${3:-.devcarry/test_gpu}
+  for ((i = 0; i < n; ++i)); do
+    GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
+      timeout "$1" "$bin" > "$W/tests_shard$i.log" 2>&1 &
   done
   wait
-  for i in 0 1 2 3; do
+  for ((i = 0; i < n; ++i)); do
     say "shard $i: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests_shard$i.log" | tr '\n' ' ') $(grep -c '^\[       OK' "$W/tests_shard$i.log") ok"
     grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests_shard$i.log" | head -10 >> "$D"
   done
+}
+# bench/gpu_decode.py --suite SUITE on the carried build, with the peers, within LIMIT seconds:
+# its log in $W/NAME.log and results in $W/NAME/; says its exit status; every timed row goes
+# to the digest.
+peer_sweep() {  # name, suite, limit
+  timeout "$3" python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so --suite "$2" \
+    --out "$W/$1" > "$W/$1.log" 2>&1
+  say "rc=$?"
+  grep -E 'attnfuse|cudnn|flex|flash|done in|graph' "$W/$1.log" | cut -c1-150 >> "$D"
 }
 # Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
 # a script sets its own default CAP before calling).

@@ -28,8 +28,5 @@ say "== 3. GPU suite"
 gpu_suite_sharded "$(left 260)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 4. all suites with the peers, PDL on"
-timeout "$(left 200)" python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so --suite all \
-  --out "$W/all" > "$W/all.log" 2>&1
-say "rc=$?"
-grep -E 'attnfuse|cudnn|flex|flash|done in|graph' "$W/all.log" | cut -c1-140 >> "$D"
+peer_sweep all all "$(left 200)"
 tar czf "$OUT/logs.tgz" -C "$W" .

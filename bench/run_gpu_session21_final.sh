@@ -15,10 +15,7 @@ say "== 1. GPU suite"
 gpu_suite_sharded "$(left 250)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. all suites with the peers"
-timeout "$(left 110)" python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so --suite all \
-  --out "$W/all" > "$W/all.log" 2>&1
-say "rc=$?"
-grep -E 'attnfuse|cudnn|flex|flash|done in|graph' "$W/all.log" | cut -c1-140 >> "$D"
+peer_sweep all all "$(left 110)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. decode A/B, final vs base"
 OUT=$W/ab QUICK=0 ROUNDS=2 timeout "$(left 90)" bash bench/run_gpu_decode_ab.sh final=.devcarry \

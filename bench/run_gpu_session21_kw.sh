@@ -15,15 +15,7 @@ digest_init
 CAP=${CAP:-560}
 CL=.devcarry-paged
 say "== 1. GPU suite on the cluster build"
-for i in 0 1 2 3; do
-  GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
-    timeout "$(left 230)" $CL/test_gpu > "$W/tests_shard$i.log" 2>&1 &
-done
-wait
-for i in 0 1 2 3; do
-  say "shard $i: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests_shard$i.log" | tr '\n' ' ') $(grep -c '^\[       OK' "$W/tests_shard$i.log") ok"
-  grep -E '^\[  FAILED|Failure|Expected|Which is|cluster sizes' "$W/tests_shard$i.log" | head -12 >> "$D"
-done
+gpu_suite_sharded "$(left 230)" 4 "$CL/test_gpu"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. decode A/B"
 OUT=$W/ab QUICK=0 ROUNDS=3 timeout "$(left 170)" bash bench/run_gpu_decode_ab.sh base=.devcarry \

@@ -102,32 +102,28 @@ TEST_F(CudaForward, StridedBshdLayout) {
 TEST_F(CudaForward, MisalignedRowsAreRejectedBeforeLaunch) {
   const KernelSpec spec = Program::parse("softmax(scaled_dot_product(Q, K)) @ V").compile({Target::Cuda, DType::BF16, 64});
   DeviceBuffer buf(1 << 20);
+  const auto expect_refused = [&](const AttentionArgs& a, const char* words) {
+    try {
+      runtime::run_cuda(spec, a, nullptr, true);
+      FAIL() << "expected a Shape error naming '" << words << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Shape);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
   AttentionArgs a;
   a.q = TensorView::contiguous(buf.get(), DType::BF16, {1, 1, 16, 64});
-  a.k = a.q;
   a.v = a.q;
-  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 1, 16, 64});
-  a.k.data = static_cast<char*>(buf.get()) + 2;  // 2-byte aligned
-  try {
-    runtime::run_cuda(spec, a, nullptr, true);
-    FAIL() << "expected a Shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Shape);
-    EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
-  }
-  // O rows are stored as 32-bit pairs: an odd head stride would misalign every other head's rows.
   a.k = a.q;
-  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 2, 16, 64});
-  a.out.strides[1] = 16 * 64 + 1;
+  a.k.data = static_cast<char*>(buf.get()) + 2;  // 2-byte aligned
+  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 1, 16, 64});
+  expect_refused(a, "16-byte aligned");
+  // O rows are stored as 32-bit pairs: an odd head stride would misalign every other head's rows.
   a.q = TensorView::contiguous(buf.get(), DType::BF16, {1, 2, 16, 64});
   a.k = a.v = TensorView::contiguous(buf.get(), DType::BF16, {1, 1, 16, 64});
-  try {
-    runtime::run_cuda(spec, a, nullptr, true);
-    FAIL() << "expected a Shape error for O's odd head stride";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Shape);
-    EXPECT_NE(std::string(e.what()).find("even strides"), std::string::npos) << e.what();
-  }
+  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 2, 16, 64});
+  a.out.strides[1] = 16 * 64 + 1;
+  expect_refused(a, "even strides");
 }
 
 TEST_F(CudaForward, AdditiveBiasAtEdgeTiles) {

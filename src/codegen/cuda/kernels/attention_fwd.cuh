@@ -788,7 +788,6 @@ struct FwdKernel {
   static __device__ __forceinline__ void write_rows(const FwdParams& p, const W& w, int warp, int g, int t,
                                                     float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
                                                     float (&row_l)[kAtoms][2], int kw = 0) {
-    const auto mine = [&](int d) { return kKeyWarps == 1 || d / kDSlice == kw; };
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
 #pragma unroll
@@ -813,7 +812,7 @@ struct FwdKernel {
           float2* orow = reinterpret_cast<float2*>(p.part_o + prow * kD);
 #pragma unroll
           for (int d = 0; d < kDT; ++d)
-            if (mine(d)) orow[d * 4 + t] = make_float2(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
+            if (in_slice(d, kw)) orow[d * 4 + t] = make_float2(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
           if (t == 0 && kw == 0) p.part_lse[prow] = lse;
           continue;
         }
@@ -821,7 +820,7 @@ struct FwdKernel {
                                            qi * p.o_stride[2]);
 #pragma unroll
         for (int d = 0; d < kDT; ++d)
-          if (mine(d)) orow[d * 4 + t] = Traits::pack(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
+          if (in_slice(d, kw)) orow[d * 4 + t] = Traits::pack(acc_o[a][d][2 * hf] * inv, acc_o[a][d][2 * hf + 1] * inv);
         if (p.lse && t == 0 && kw == 0) p.lse[w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi] = lse;
       }
     }
@@ -835,6 +834,8 @@ struct FwdKernel {
   // the tile's real ones (a decode tile holds a GQA group x Nq of its 16) are neither staged nor
   // merged. row_l arrives summed over the quad.
   static constexpr int kDSlice = (kDT + kKeyWarps - 1) / kKeyWarps;  // dims tiles each warp merges
+  // Is dims tile d in key slice kw's share? (Always, with one key warp.)
+  static __device__ __forceinline__ constexpr bool in_slice(int d, int kw) { return d / kDSlice == kw; }
   static constexpr int kMergeBytes = kKeyWarps * kBM * (2 + kD) * 4;
   static __device__ __forceinline__ void merge_key_warps(char* scratch, const W& w, int warp_id, int g, int t,
                                                          float (&acc_o)[kAtoms][kDT][4], float (&row_m)[kAtoms][2],
@@ -847,8 +848,9 @@ struct FwdKernel {
     for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        if (acc_row(w, rw, a, g, hf) >= w.rows) continue;
-        const int row = rw * 16 * kAtoms + a * 16 + g + hf * 8;
+        const int r = acc_row(w, rw, a, g, hf);
+        if (r >= w.rows) continue;
+        const int row = r - w.m0;  // of the tile
         if (t == 0) {
           sm[kw * kBM + row] = row_m[a][hf];
           sl[kw * kBM + row] = row_l[a][hf];
@@ -862,8 +864,9 @@ struct FwdKernel {
     for (int a = 0; a < kAtoms; ++a)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
-        if (acc_row(w, rw, a, g, hf) >= w.rows) continue;
-        const int row = rw * 16 * kAtoms + a * 16 + g + hf * 8;
+        const int r = acc_row(w, rw, a, g, hf);
+        if (r >= w.rows) continue;
+        const int row = r - w.m0;  // of the tile
         float m = neg_inf();
 #pragma unroll
         for (int k = 0; k < kKeyWarps; ++k) m = fmaxf(m, sm[k * kBM + row]);
@@ -879,7 +882,7 @@ struct FwdKernel {
         row_l[a][hf] = l;
 #pragma unroll
         for (int d = 0; d < kDT; ++d) {
-          if (d / kDSlice != kw) continue;
+          if (!in_slice(d, kw)) continue;
           float x = 0.f, y = 0.f;
 #pragma unroll
           for (int k = 0; k < kKeyWarps; ++k) {
@@ -1027,7 +1030,7 @@ struct FwdKernel {
       __syncthreads();  // every warp is done with the K/V stages the merge reuses
       merge_key_warps(reinterpret_cast<char*>(sK), w, warp_id, g, t, acc_o, row_m, row_l);
     }
-    if (warp_active) write_rows(p, w, warp, g, t, acc_o, row_m, row_l, kKeyWarps > 1 ? warp_id / kRowWarps : 0);
+    if (warp_active) write_rows(p, w, warp, g, t, acc_o, row_m, row_l, warp_id / kRowWarps);
     if constexpr (W::kPack) {
       if (p.num_splits > 1 && p.merge_count) {
         const int S = p.num_splits;
