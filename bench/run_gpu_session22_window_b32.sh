@@ -8,8 +8,9 @@
 #      1. CudaRope.* on the variant; 2. gpu_rope.py --suite window (N <= 32k) base vs variant,
 #      two interleaved rounds.
 #   B. B32 decode with forced splits (17 and 33 parts, which fill the last wave of the 256-block
-#      grid: 33 x 256 = 64 x 132) against the runtime's choice (1 part: two waves, the second
-#      124 of 132 SMs), three interleaved rounds, ours only.
+#      grid: 33 x 256 = 64 x 132) in balanced parts (work.cuh's floor(split x count / S); kernel
+#      templates in .devcarry-kbal) against the runtime's choice (1 part: two waves, the second
+#      124 of 132 SMs), two interleaved rounds, ours only.
 # CAP bounds the whole (default 560 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -30,11 +31,11 @@ for round in 1 2; do
   done
 done
 tar czf "$OUT/logs.tgz" -C "$W" .
-say "== B. B32 decode, forced splits"
+say "== B. B32 decode: auto (1 part) vs balanced parts (kernels in .devcarry-kbal) at 17 and 33"
 CELLS="32,32,8,4096;32,32,8,32768;32,32,8,131072"
-for round in 1 2 3; do
-  for s in auto 17 33; do
-    envs=(); [ $s != auto ] && envs=(ATTNFUSE_CUDA_DECODE_SPLITS=$s)
+for round in 1 2; do
+  for s in auto bal17 bal33; do
+    envs=(); [ $s != auto ] && envs=(ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-kbal ATTNFUSE_CUDA_DECODE_SPLITS=${s#bal})
     env "${envs[@]}" timeout "$(left 60)" python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so \
       --suite decode --ours-only --cells "$CELLS" --out "$(mktemp -d)" 2>&1 |
       awk -v r=$round -v s=$s '/ attnfuse/ && !/^(#|==)/ { print r "|" s "|" $0 }' >> "$W/b32.txt"
