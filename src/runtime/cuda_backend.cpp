@@ -166,10 +166,12 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
     r.tile = decode_tile_override().value_or(
         passes::cuda_decode_tile(spec_.head_dim, decode_rows, split,
                                  passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged,
-                                                               pages == PageCopy::TmaLargeBoxes)));
+                                                               pages == PageCopy::TmaLargeBoxes ||
+                                                                   pages == PageCopy::TmaSmallBoxesProduced)));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
-    r.tile.producer_warp = tma && decode_producer_enabled();
+    r.tile.producer_warp =
+        tma && (decode_producer_enabled() || (kv == KvLayout::Paged && pages == PageCopy::TmaSmallBoxesProduced));
   }
   else if (spec_.score != ScoreKind::ScaledDot && !tile_override()) r.tile = passes::cuda_tile_for_rope_mode(spec_, mode);
   if (decode_rows <= 0 && !tile_override() && wgmma_enabled()) r.tile = passes::cuda_arch_tile(r, device_info().arch());
@@ -383,6 +385,15 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     if (&deep != m) {
       if (const int s = choose(deep); s > 1) m = &deep, splits = s;
     }
+  }
+  // Short split parts over boxes of 8-32 rows: the producer warp and 128-key tiles
+  // (kPagedProducerMaxKeys). Same rows again, so only the split count is chosen anew.
+  if (args.paged && splits > 1 && decode_rows > 0 && decode_rows <= 16 && pages == PageCopy::TmaSmallBoxes &&
+      decode_tma(pl.rope_mode, pl.kv_layout, pages) && !decode_tile_override() &&
+      (tiles_of(m->spec.tile.block_k) + splits - 1) / splits * m->spec.tile.block_k <= kPagedProducerMaxKeys) {
+    const LoadedModule& produced = module(pl.rope_mode, decode_rows, pl.kv_layout, true, PageCopy::TmaSmallBoxesProduced);
+    if (produced.spec.tile.producer_warp)
+      if (const int s = choose(produced); s > 1) m = &produced, splits = s;
   }
   pl.module = m;
   pl.num_splits = std::clamp(splits, 1, passes::kMaxSplits);

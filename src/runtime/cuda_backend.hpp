@@ -78,8 +78,21 @@ struct LaunchTuning {
 // in boxes of gcd(page_size, block_k) rows: page sizes that are multiples of 8 give boxes of 8-32
 // rows, multiples of 64 boxes of 64 rows or more, which read Hopper's 128-key tile
 // (passes::cuda_decode_wide_keys). cp.async into padded tiles: other page sizes (and unsplit
-// calls under ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0; CudaKernel::plan).
-enum class PageCopy { TmaSmallBoxes, CpAsync, TmaLargeBoxes };
+// calls under ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0; CudaKernel::plan). TmaSmallBoxesProduced: the
+// boxes of 8-32 rows issued by a producer warp into 128-key tiles, for split calls whose parts are
+// short (kPagedProducerMaxKeys).
+enum class PageCopy { TmaSmallBoxes, CpAsync, TmaLargeBoxes, TmaSmallBoxesProduced };
+
+// Paged split calls whose pages come in boxes of 8-32 rows (page sizes that are multiples of 8
+// but not of 64) and whose parts stream at most this many keys take the decode producer warp and
+// 128-key tiles (PageCopy::TmaSmallBoxesProduced): a part's 16-32 boxes per tile are then issued
+// off the computing warps. On the H200 (bench/results/2026-12-03-h200-session19/call3/, by knobs)
+// Llama-3-70B B1 / 32k at pages of 16 (parts of 2048 keys) went 0.0467 -> 0.0439 ms, while
+// Llama-3-8B B8 / 32k (parts of ~16k keys) went 0.2587 -> 0.2728, so long parts keep the
+// computing warps' 64-key tiles. Measured as this rule against the tree without it, in one
+// process (bench/results/2026-12-03-h200-session22/call1/): 70B B1 / 32k at pages of 16 0.0446
+// -> 0.0432 ms (contiguous 0.0387), every other paged cell 0.998-1.002x.
+inline constexpr int64_t kPagedProducerMaxKeys = 4096;
 
 // Queries per call up to which the runtime picks the decode variant (speculative decoding
 // drafts up to 16 tokens).
@@ -155,7 +168,7 @@ class CudaKernel {
   // Indexed by RopeMode + 3 * tile (prefill, narrow / wide decode, narrow split decode) +
   // 12 * K/V (contiguous, then paged by PageCopy); each compiled on first use. Specs that
   // resolve alike share one module.
-  mutable std::atomic<const LoadedModule*> variants_[48];
+  mutable std::atomic<const LoadedModule*> variants_[60];
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).

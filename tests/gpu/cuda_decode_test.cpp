@@ -501,6 +501,38 @@ TEST_F(CudaDecode, PagedSplitCallsTakeTheDeepTileByTmaOrOverShortParts) {
               {LaunchTuning{0}}, 2);
 }
 
+TEST_F(CudaDecode, PagedShortPartsAtSmallPagesTakeTheProducerTile) {
+  // Split calls over pages of 8-32 rows whose parts stream at most kPagedProducerMaxKeys keys take
+  // the producer warp and 128-key tiles (PageCopy::TmaSmallBoxesProduced) on Hopper: Llama-3-70B
+  // B1 / 32k at pages of 16 and 24 (parts of 2048 keys). Eight 8B sequences at pages of 16 (parts
+  // of ~16k keys) keep the computing warps' 64-key tiles. Results against the reference, and bit
+  // for bit the contiguous call where both read 128-key tiles (check_paged).
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  const bool hopper = runtime::device_info().arch() == 90 && runtime::decode_tma_enabled() &&
+                      runtime::paged_tma_enabled() && !runtime::decode_tile_override();
+  struct Want {
+    PagedCase c;
+    bool produced;
+  };
+  for (const Want& want : {Want{{{32768}, 16, Layout::NHD, false, 64, 8, 1, std::nullopt}, true},
+                           Want{{{30001}, 24, Layout::HND, false, 64, 8, 1, std::nullopt}, true},
+                           Want{{std::vector<int64_t>(8, 32768), 16, Layout::NHD, false, 32, 8, 1, std::nullopt}, false}}) {
+    const PagedCase& c = want.c;
+    SCOPED_TRACE(paged_name(c));
+    const Dims d{std::ssize(c.lengths), c.Hq, c.Hkv, c.Nq, *std::max_element(c.lengths.begin(), c.lengths.end()), 128};
+    Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
+    const PagedInputs pg = make_paged(spec.dtype, c.layout, c.lengths, c.page_size, c.Hkv, 128, false, rng_);
+    in.device.paged = pg.device;
+    const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{});
+    ASSERT_GT(plan.num_splits, 1);
+    const bool produced = hopper && want.produced;
+    EXPECT_EQ(plan.module->spec.tile.producer_warp, produced || runtime::decode_producer_enabled());
+    EXPECT_EQ(plan.module->spec.tile.block_k, produced ? 128 : 64);
+    check_paged(spec, c, rng_, {LaunchTuning{0}, LaunchTuning{16, Variant::Decode}});
+  }
+}
+
 TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
   // A paged decode block stages its parts' page ids in shared memory when they number at most
   // passes::kCudaPageListSlots, else it reads the table (attention_fwd.cuh, stage_page_list).

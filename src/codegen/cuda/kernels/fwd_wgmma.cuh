@@ -70,9 +70,13 @@ struct WgmmaMainloop {
   // one wgmma group in the SASS; with the skipped steps branched over instead, ptxas closes a
   // group at every step. (On the H200 both ran at the same speed, and the branched body
   // compiled 1.2 s faster at D = 128: bench/results/2026-12-01-h200-session6, calls 2 and 3.)
-  // Each instance waits for its S before returning: ptxas would wait where the instances join
-  // anyway (holding every instance's Q registers until then), and the plain loop's SASS waits
-  // for S before the P V issue too. Nothing else is in flight here (the last P V was waited for).
+  // Issued and committed, not waited: the caller issues the previous tile's P V behind it and
+  // waits for S alone, as the plain loop does, so that product runs under the softmax. (Until
+  // the twenty-second session each instance waited for its S inside, which kept the P V product
+  // out of the softmax's shadow: this form was 1.9-4% faster at 32k on the H200, level at 8k,
+  // bench/results/2026-12-03-h200-session22/call2/. ptxas keeps the chain and the P V product
+  // apart without serialising them; issuing the P V product inside each instance instead made
+  // it serialise every wgmma of the kernel, C7514, and so did one body of guarded products.)
   template <int kLead>
   static __device__ __forceinline__ void issue_qk_cut(const Element* sQ, const Element* k_tile, int wg, int warp,
                                                       int lane, int t, const WindowCut<kD>& cut, int half,
@@ -95,13 +99,9 @@ struct WgmmaMainloop {
 #pragma unroll
     for (int kk = kLead + 1; kk < kD / 16; ++kk) wgmma_ss<Element, kBN>(s, q_step(q_base, kk), k_step(k_base, kk), 1);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_operands(s);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(qa[e])::"memory");  // read by the product until here
   }
 
-  // S = Q K^T of the cut (issued and waited for): issue_qk_cut for its lead step, uniform over
+  // S = Q K^T of the cut (issued, not waited for): issue_qk_cut for its lead step, uniform over
   // the warpgroup.
   template <int kLead = 0>
   static __device__ __forceinline__ void issue_qk_window(const Element* sQ, const Element* k_tile, int wg, int warp,
@@ -342,7 +342,7 @@ struct WgmmaMainloop {
         if (k_last < n0) k_last = n0;
         const int qo = w.q_offset;
         cut = window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);
-        issue_qk_window(sQ, k_tile, wg, warp, threadIdx.x & 31, t, cut, rt.half, s[0]);  // S_it, waited for
+        issue_qk_window(sQ, k_tile, wg, warp, threadIdx.x & 31, t, cut, rt.half, s[0]);  // S_it
       } else {
         issue_qk(sQ, k_tile, wg, s[0]);  // S_it
       }
