@@ -585,8 +585,13 @@ TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
     const LaunchPlan plan = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{0});
     EXPECT_GT(plan.num_splits, 1);  // 11 key tiles of 64 (6 of 128) over 2 KV heads: short parts
     EXPECT_EQ(plan.module->spec.tile.tma_kv, tma && ps % 8 == 0) << "pages of " << ps;
-    // Boxes of 64 rows read Hopper's 128-key tiles (passes::cuda_decode_wide_keys); the others 64.
-    EXPECT_EQ(plan.module->spec.tile.block_k, tma && ps % 64 == 0 ? 128 : 64) << "pages of " << ps;
+    // Boxes of 64 rows read Hopper's 128-key tiles (passes::cuda_decode_wide_keys), and so do
+    // boxes of 8-32 rows here, whose split parts are short (the producer warp's form,
+    // runtime::kPagedProducerMaxKeys); the cp.async module keeps 64.
+    const bool produced = tma && ps % 8 == 0 && ps % 64 != 0 && !runtime::decode_tile_override();
+    EXPECT_EQ(plan.module->spec.tile.block_k, tma && (ps % 64 == 0 || produced) ? 128 : 64) << "pages of " << ps;
+    EXPECT_EQ(plan.module->spec.tile.producer_warp, produced || (tma && ps % 8 == 0 && runtime::decode_producer_enabled()))
+        << "pages of " << ps;
     // Unsplit calls copy pages as split ones do (unless ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0).
     const LaunchPlan whole = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1, Variant::Decode});
     EXPECT_EQ(whole.module->spec.tile.tma_kv, tma && ps % 8 == 0 && runtime::paged_tma_unsplit_enabled())
