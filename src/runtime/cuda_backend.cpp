@@ -387,13 +387,14 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     }
   }
   // Short split parts over boxes of 8-32 rows: the producer warp and 128-key tiles
-  // (kPagedProducerMaxKeys). Same rows again, so only the split count is chosen anew.
+  // (kPagedProducerMaxKeys). Same rows again, so only the split count is chosen anew. (Where
+  // decode_tma holds for the small boxes it holds for the produced form, which then always
+  // resolves with the producer warp.)
   if (args.paged && splits > 1 && decode_rows > 0 && decode_rows <= 16 && pages == PageCopy::TmaSmallBoxes &&
       decode_tma(pl.rope_mode, pl.kv_layout, pages) && !decode_tile_override() &&
       (tiles_of(m->spec.tile.block_k) + splits - 1) / splits * m->spec.tile.block_k <= kPagedProducerMaxKeys) {
     const LoadedModule& produced = module(pl.rope_mode, decode_rows, pl.kv_layout, true, PageCopy::TmaSmallBoxesProduced);
-    if (produced.spec.tile.producer_warp)
-      if (const int s = choose(produced); s > 1) m = &produced, splits = s;
+    if (const int s = choose(produced); s > 1) m = &produced, splits = s;
   }
   pl.module = m;
   pl.num_splits = std::clamp(splits, 1, passes::kMaxSplits);
