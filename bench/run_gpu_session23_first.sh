@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Twenty-third session, first call (build here: bash bench/make_device_carry.sh; carry .devcarry):
+#   1. the whole GPU suite, 8 shards (HEAD's updated PagedTmaBoxesAtEveryPageGeometry);
+#   2. Nsight Compute on the rope_window prefill kernel at the Llama-3.2-3B geometry, N 8k,
+#      k = 1 (pruning) against k = 1e6 (nothing pruned) and plain rope: warp stall reasons,
+#      issue slots, pipe use and per-SASS stall samples, to find what binds a windowed tile.
+# CAP bounds the whole (default 520 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+digest_init
+CAP=${CAP:-520}
+say "== 1. GPU suite, 8 shards"
+gpu_suite_sharded "$(left 240)" 8
+tar czf "$OUT/logs.tgz" -C "$W" .
+[ "${SUITE_ONLY:-0}" = 1 ] && exit 0
+say "== 2. ncu on the rope_window kernel"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+say "ncu: $NCU $($NCU --version 2>&1 | tail -1)"
+R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+prof() {  # name, program, rope mode
+  timeout "$(left 90)" "$NCU" --clock-control none -k regex:attnfuse_fwd --launch-skip 1 --launch-count 1 \
+    --set full --import-source no -o "$W/$1" -f \
+    .devcarry/attnfuse bench "$2" --shape 1,24,8,8192,8192,128 --dtype bf16 --rope-mode "$3" --no-check --reps 2 \
+    > "$W/$1.run.log" 2>&1
+  say "$1 rc=$?"
+  "$NCU" -i "$W/$1.ncu-rep" --page details > "$W/$1.details.txt" 2>&1
+  "$NCU" -i "$W/$1.ncu-rep" --page raw --csv > "$W/$1.raw.csv" 2>&1
+  "$NCU" -i "$W/$1.ncu-rep" --page source --print-source sass --csv > "$W/$1.sass.csv" 2>&1
+  grep -E "Duration|Issue Slots Busy|No Eligible|Eligible Warps|Active Warps Per|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput" \
+    "$W/$1.details.txt" | head -14 >> "$D"
+  cp "$W/$1.ncu-rep" "$OUT/" 2>/dev/null
+  tar czf "$OUT/logs.tgz" -C "$W" .
+}
+prof window_k1 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" auto
+prof window_k1e6 "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" auto
+prof rope "softmax(causal(rope(Q, K, $R))) @ V" auto
+say "done in ${SECONDS}s"
