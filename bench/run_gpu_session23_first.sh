@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
 # Twenty-third session, first call (build here: bash bench/make_device_carry.sh; carry .devcarry):
-#   1. the whole GPU suite, 8 shards (HEAD's updated PagedTmaBoxesAtEveryPageGeometry);
+#   1. rope_window ablations (bench/make_window_ablations.sh, carry .devcarry-abl too): time at
+#      N 8k and 32k, two interleaved rounds, of plain rope, rope_window at k = 1 and k = 1e6, and
+#      the ablation kernels (no corrections; no window_cut with the whole QK chain or half of it);
 #   2. Nsight Compute on the rope_window prefill kernel at the Llama-3.2-3B geometry, N 8k,
 #      k = 1 (pruning) against k = 1e6 (nothing pruned) and plain rope: warp stall reasons,
 #      issue slots, pipe use and per-SASS stall samples, to find what binds a windowed tile.
+#   3. (WITH_SUITE=1) the whole GPU suite, 8 shards.
 # CAP bounds the whole (default 520 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-520}
-say "== 1. GPU suite, 8 shards"
-gpu_suite_sharded "$(left 240)" 8
+R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+say "== 1. rope_window ablations (median ms of attnfuse bench, bf16, B1 Hq24 Hkv8 D128)"
+abl() {  # label, kernel dir or -, program, N
+  local env=()
+  [ "$2" != - ] && env=(ATTNFUSE_KERNEL_DIR="$PWD/.devcarry-abl/$2")
+  env "${env[@]}" timeout "$(left 60)" .devcarry/attnfuse bench "$3" --shape "1,24,8,$4,$4,128" --dtype bf16 \
+    --rope-mode auto --no-check --reps 20 --json "$W/abl_$1_$4_r$round.json" > "$W/abl_$1_$4_r$round.log" 2>&1
+  local rc=$?
+  say "r$round N=$4 $1: rc $rc $(grep -E '^ +[a-z][a-z_ +-]* +[0-9.]+ +[0-9.]+ +[0-9]+ ' "$W/abl_$1_$4_r$round.log" | head -2 | tr -s ' ' | tr '\n' ';')"
+}
+for round in 1 2; do
+  for n in 8192 32768; do
+    abl rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
+    abl window_k1 - "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    abl window_k1e6 - "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" $n
+    abl nocorr_k1 nocorr "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    abl lead0 lead0 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    abl lead4 lead4 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+  done
+done
 tar czf "$OUT/logs.tgz" -C "$W" .
-[ "${SUITE_ONLY:-0}" = 1 ] && exit 0
 say "== 2. ncu on the rope_window kernel"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 say "ncu: $NCU $($NCU --version 2>&1 | tail -1)"
-R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
 prof() {  # name, program, rope mode
   timeout "$(left 90)" "$NCU" --clock-control none -k regex:attnfuse_fwd --launch-skip 1 --launch-count 1 \
     --set full --import-source no -o "$W/$1" -f \
@@ -34,4 +53,9 @@ prof() {  # name, program, rope mode
 prof window_k1 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" auto
 prof window_k1e6 "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" auto
 prof rope "softmax(causal(rope(Q, K, $R))) @ V" auto
+if [ "${WITH_SUITE:-0}" = 1 ]; then
+  say "== 3. GPU suite, 8 shards"
+  gpu_suite_sharded "$(left 240)" 8
+  tar czf "$OUT/logs.tgz" -C "$W" .
+fi
 say "done in ${SECONDS}s"
