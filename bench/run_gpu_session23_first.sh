@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Twenty-third session, first call (build here: bash bench/make_device_carry.sh; carry .devcarry):
 #   1. rope_window ablations (bench/make_window_ablations.sh, carry .devcarry-abl too): time at
-#      N 8k and 32k, two interleaved rounds, of plain rope, rope_window at k = 1 and k = 1e6, and
-#      the ablation kernels (no corrections; no window_cut with the whole QK chain or half of it);
+#      N 8k and 32k, two interleaved rounds, of plain rope, rope_window at k = 1 and k = 1e6 (the
+#      carried build's kernels, and the previous tree's in .devcarry-abl/old: the corrections by
+#      fragment and the shared lead-step registers against the per-cell ones), and the ablation
+#      kernels made from the previous tree (no corrections; no window_cut with the whole QK chain
+#      or half of it);
+#   1b. bench/gpu_rope.py --suite window at every N with this build's kernels;
 #   2. Nsight Compute on the rope_window prefill kernel at the Llama-3.2-3B geometry, N 8k,
 #      k = 1 (pruning) against k = 1e6 (nothing pruned) and plain rope: warp stall reasons,
 #      issue slots, pipe use and per-SASS stall samples, to find what binds a windowed tile.
-#   3. (WITH_SUITE=1) the whole GPU suite, 8 shards.
+#   3. the whole GPU suite, 8 shards (WITH_SUITE=0 leaves it out).
 # CAP bounds the whole (default 520 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-520}
 R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+say "== 0. the rope_window GPU tests on the carried build"
+gpu_tests rope_window '*RopeWindow*:*Rope*Window*' "$(left 120)"
 say "== 1. rope_window ablations (median ms of attnfuse bench, bf16, B1 Hq24 Hkv8 D128)"
 abl() {  # label, kernel dir or -, program, N
   local env=()
@@ -27,11 +33,19 @@ for round in 1 2; do
     abl rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
     abl window_k1 - "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
     abl window_k1e6 - "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" $n
+    abl old_window_k1 old "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    abl old_window_k1e6 old "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" $n
     abl nocorr_k1 nocorr "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
     abl lead0 lead0 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
     abl lead4 lead4 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
   done
 done
+tar czf "$OUT/logs.tgz" -C "$W" .
+say "== 1b. gpu_rope.py --suite window (every N, this build's kernels)"
+timeout "$(left 150)" python3 bench/gpu_rope.py --lib .devcarry/lib/libattnfuse_c.so --cli .devcarry/attnfuse \
+  --suite window --out "$W/window.json" > "$W/window.log" 2>&1
+say "rc=$?"
+grep -E "attnfuse_rope|speedup" "$W/window.log" | cut -c1-160 >> "$D"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. ncu on the rope_window kernel"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -51,9 +65,8 @@ prof() {  # name, program, rope mode
   tar czf "$OUT/logs.tgz" -C "$W" .
 }
 prof window_k1 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" auto
-prof window_k1e6 "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" auto
-prof rope "softmax(causal(rope(Q, K, $R))) @ V" auto
-if [ "${WITH_SUITE:-0}" = 1 ]; then
+ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/old prof old_window_k1 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" auto
+if [ "${WITH_SUITE:-1}" = 1 ]; then
   say "== 3. GPU suite, 8 shards"
   gpu_suite_sharded "$(left 240)" 8
   tar czf "$OUT/logs.tgz" -C "$W" .
