@@ -65,11 +65,11 @@ struct WgmmaMainloop {
   }
 
   // rope_window (interleaved prerotated pairs, WindowCut): S = Q K^T from k step kLead on. That
-  // step takes Q from registers with the cut's dead pairs zeroed; the later ones read Q and K
-  // from shared memory as issue_qk does. One straight-line instance per lead, so that each is
-  // one wgmma group in the SASS; with the skipped steps branched over instead, ptxas closes a
-  // group at every step. (On the H200 both ran at the same speed, and the branched body
-  // compiled 1.2 s faster at D = 128: bench/results/2026-12-01-h200-session6, calls 2 and 3.)
+  // step takes Q from registers (qa: the cut's dead pairs zeroed, window_qa); the later ones read
+  // Q and K from shared memory as issue_qk does. One straight-line instance per lead, so that each
+  // is one wgmma group in the SASS; with the skipped steps branched over instead, ptxas closes a
+  // group at every step. (On the H200 both ran at the same speed, and the branched body compiled
+  // 1.2 s faster at D = 128: bench/results/2026-12-01-h200-session6, calls 2 and 3.)
   // Issued and committed, not waited: the caller issues the previous tile's P V behind it and
   // waits for S alone, as the plain loop does, so that product runs under the softmax. (Until
   // the twenty-second session each instance waited for its S inside, which kept the P V product
@@ -78,21 +78,9 @@ struct WgmmaMainloop {
   // apart without serialising them; issuing the P V product inside each instance instead made
   // it serialise every wgmma of the kernel, C7514, and so did one body of guarded products.)
   template <int kLead>
-  static __device__ __forceinline__ void issue_qk_cut(const Element* sQ, const Element* k_tile, int wg, int warp,
-                                                      int lane, int t, const WindowCut<kD>& cut, int half,
-                                                      float (&s)[kNT][4]) {
+  static __device__ __forceinline__ void issue_qk_cut(const Element* sQ, const Element* k_tile, int wg,
+                                                      const u32 (&qa)[4], float (&s)[kNT][4]) {
     const u32 q_base = smem_addr(sQ) + wg * 64 * 128, k_base = smem_addr(k_tile);
-    // The A fragment of dims 16 kLead ..: thread t's registers 0, 1 hold dims 2t, 2t + 1 (pair
-    // 8 kLead + t), registers 2, 3 dims 2t + 8, 2t + 9 (pair 8 kLead + 4 + t).
-    const int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-    u32 qa[4];
-    ldmatrix_x4(qa, smem_addr(sQ + Kernel::template chunk_offset<kBM>(row, 2 * kLead + (lane >> 4))));
-    const u32 lo = lead_pair_kept(cut, 8 * kLead + t, half) ? 0xffffffffu : 0u;
-    const u32 hi = lead_pair_kept(cut, 8 * kLead + 4 + t, half) ? 0xffffffffu : 0u;
-    qa[0] &= lo;
-    qa[1] &= lo;
-    qa[2] &= hi;
-    qa[3] &= hi;
     fence_operands(s);
     wgmma_fence();
     wgmma_rs_t<Element, kBN, false>(s, qa, k_step(k_base, kLead), 0);
@@ -101,19 +89,36 @@ struct WgmmaMainloop {
     wgmma_commit();
   }
 
+  // The A fragment of the cut's lead step (dims 16 lead ..), its dead pairs zeroed: thread t's
+  // registers 0, 1 hold dims 2t, 2t + 1 (pair 8 lead + t), registers 2, 3 dims 2t + 8, 2t + 9
+  // (pair 8 lead + 4 + t). Loaded once, outside the per-lead instances, so that all of them read
+  // the same four registers: with a load in each instance ptxas gave every instance its own
+  // (the wgmma reads them asynchronously), 32 registers held through the P V product.
+  static __device__ __forceinline__ void window_qa(const Element* sQ, int warp, int lane, int t,
+                                                   const WindowCut<kD>& cut, int half, u32 (&qa)[4]) {
+    const int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    ldmatrix_x4(qa, smem_addr(sQ + Kernel::template chunk_offset<kBM>(row, 2 * cut.lead + (lane >> 4))));
+    const u32 lo = lead_pair_kept(cut, 8 * cut.lead + t, half) ? 0xffffffffu : 0u;
+    const u32 hi = lead_pair_kept(cut, 8 * cut.lead + 4 + t, half) ? 0xffffffffu : 0u;
+    qa[0] &= lo;
+    qa[1] &= lo;
+    qa[2] &= hi;
+    qa[3] &= hi;
+  }
+
   // S = Q K^T of the cut (issued, not waited for): issue_qk_cut for its lead step, uniform over
   // the warpgroup.
   template <int kLead = 0>
-  static __device__ __forceinline__ void issue_qk_window(const Element* sQ, const Element* k_tile, int wg, int warp,
-                                                         int lane, int t, const WindowCut<kD>& cut, int half,
+  static __device__ __forceinline__ void issue_qk_window(const Element* sQ, const Element* k_tile, int wg,
+                                                         const WindowCut<kD>& cut, const u32 (&qa)[4],
                                                          float (&s)[kNT][4]) {
     if constexpr (kLead + 1 < kD / 16) {
       if (cut.lead != kLead) {
-        issue_qk_window<kLead + 1>(sQ, k_tile, wg, warp, lane, t, cut, half, s);
+        issue_qk_window<kLead + 1>(sQ, k_tile, wg, cut, qa, s);
         return;
       }
     }
-    issue_qk_cut<kLead>(sQ, k_tile, wg, warp, lane, t, cut, half, s);
+    issue_qk_cut<kLead>(sQ, k_tile, wg, qa, s);
   }
 
   // rope_window: take back, from the cells of this warp's rows out of its window (|Δ| > limit),
@@ -248,6 +253,17 @@ struct WgmmaMainloop {
     cp_async_commit();
   }
 
+  // rope_window: the cut of key tile `it` for this warp (its warpgroup's query positions
+  // [gq_lo, gq_hi], its own [wq_lo, wq_hi], before q_offset).
+  static __device__ __forceinline__ WindowCut<kD> cut_of(const FwdParams& p, const W& w, const RopeTables& rt,
+                                                         int it, int gq_lo, int gq_hi, int wq_lo, int wq_hi) {
+    const int n0 = w.tile(p, it) * kBN;
+    int k_last = (n0 + kBN < w.len_k ? n0 + kBN : w.len_k) - 1;
+    if (k_last < n0) k_last = n0;
+    const int qo = w.q_offset;
+    return window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);
+  }
+
   // On entry: Q is in flight as the only cp.async group (FwdKernel::run). On exit every wgmma and
   // copy has completed and acc_o / row_m / row_l hold the block's unnormalised state (row_l not
   // yet quad-summed).
@@ -285,6 +301,7 @@ struct WgmmaMainloop {
     const int wq_lo = w.i_lo + 16 * warp <= w.i_hi ? w.i_lo + 16 * warp : w.i_hi;
     const int wq_hi = wq_lo + 15 < w.i_hi ? wq_lo + 15 : w.i_hi;
     WindowCut<kD> cut{};
+    u32 qa[4];  // the lead step's A fragment (rope_window)
 
     // Tiles 0 .. kS - 2 start loading (one cp.async group each, empty ones past the end).
 #pragma unroll
@@ -336,13 +353,9 @@ struct WgmmaMainloop {
       const Element* k_tile = sK + (rel % kS) * kKVTile;
       const int n0 = w.tile(p, it) * kBN;
       if constexpr (kWindow) {
-        // The tile's cut, made here rather than before the waits or under the previous tile's
-        // P V: both measured 2-10% slower on the H200 (bench/results/2026-12-01-h200-session6).
-        int k_last = (n0 + kBN < w.len_k ? n0 + kBN : w.len_k) - 1;
-        if (k_last < n0) k_last = n0;
-        const int qo = w.q_offset;
-        cut = window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);
-        issue_qk_window(sQ, k_tile, wg, warp, threadIdx.x & 31, t, cut, rt.half, s[0]);  // S_it
+        if (rel == 0) cut = cut_of(p, w, rt, it, gq_lo, gq_hi, wq_lo, wq_hi);  // later ones: at the loop's end
+        window_qa(sQ, warp, threadIdx.x & 31, t, cut, rt.half, qa);
+        issue_qk_window(sQ, k_tile, wg, cut, qa, s[0]);  // S_it
       } else {
         issue_qk(sQ, k_tile, wg, s[0]);  // S_it
       }
@@ -351,6 +364,8 @@ struct WgmmaMainloop {
       else wgmma_wait<0>();
       fence_operands(s[0]);
       if constexpr (kWindow) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(qa[e])::"memory");  // read by S_it until here
         bool any = false;
 #pragma unroll
         for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) any |= cut.corr[wd] != 0u;
@@ -366,6 +381,12 @@ struct WgmmaMainloop {
       }
       rescale(acc_o[0], alpha);  // (the first tile scales a zero O)
       pack_p(s[0], pa);
+      // The next tile's cut, made here, off the path between its stage's arrival and its QK
+      // issue: made there, its chain of loads, ballots and compares held every tile's QK chain
+      // back. (Unconditional: past the end it makes the last tile's again. Made between the QK
+      // and P V issues it was spill-free only in the rope_window kernel's TMA path; between the
+      // P V issue and the wait for S, ptxas serialised every wgmma, C7514.)
+      if constexpr (kWindow) cut = cut_of(p, w, rt, it + 1 < w.it_end ? it + 1 : it, gq_lo, gq_hi, wq_lo, wq_hi);
     }
     // The last tile's P V.
     issue_pv(sV + ((n - 1) % kS) * kKVTile, pa, acc_o[0]);

@@ -299,9 +299,11 @@ template <int kD>
 __device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_lo, int g_hi, int w_lo, int w_hi,
                                                     int k_lo, int k_hi) {
   using Cut = WindowCut<kD>;
-  long long g_min, g_max, w_min, w_max;
-  abs_delta_range(g_lo, g_hi, k_lo, k_hi, g_min, g_max);
-  abs_delta_range(w_lo, w_hi, k_lo, k_hi, w_min, w_max);
+  // In 32 bits: the host keeps every query position within [-INT32_MAX + Nk, INT32_MAX]
+  // (cuda_backend.cpp), so q - k and k - q fit. (This runs once per key tile on the loop's path.)
+  const int g_dlo = g_lo - k_hi, g_dhi = g_hi - k_lo, w_dlo = w_lo - k_hi, w_dhi = w_hi - k_lo;
+  const int g_min = g_dlo > 0 ? g_dlo : (g_dhi < 0 ? -g_dhi : 0);
+  const int w_max = -w_dlo > w_dhi ? -w_dlo : w_dhi;
   const int lane = threadIdx.x & 31, half = r.half;
   Cut cut;
   u32 short_w[Cut::kWords];  // pairs out of the window of some cell of the warp's rows
@@ -310,7 +312,7 @@ __device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_l
 #pragma unroll
   for (int w = 0; w < Cut::kWords; ++w) {
     const int pair = 32 * w + lane;
-    const long long lim = pair < half ? r.limit[pair] : -1;
+    const int lim = pair < half ? r.limit[pair] : -1;
     cut.kept[w] = __ballot_sync(0xffffffffu, lim >= g_min);
     short_w[w] = __ballot_sync(0xffffffffu, pair < half && lim < w_max);
     const int first_kept = 2 * (32 * w + __ffs(cut.kept[w]) - 1);  // meaningful where any is kept
@@ -328,10 +330,23 @@ __device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_l
   return cut;
 }
 
+// Word i of a cut's bit set, selected in registers: an indexed read (or a chain of selects, which
+// the compiler folds back into one) puts the whole WindowCut in local memory once the index is a
+// run-time value (the lead step's, in the loop over key tiles).
+template <int kW>
+__device__ __forceinline__ u32 cut_word(const u32 (&words)[kW], int i) {
+  u32 r = words[0];
+#pragma unroll
+  for (int w = 1; w < kW; ++w)
+    asm("{\n .reg .pred p;\n setp.eq.s32 p, %2, %3;\n selp.b32 %0, %1, %0, p;\n}\n"
+        : "+r"(r) : "r"(words[w]), "r"(i), "r"(w));
+  return r;
+}
+
 // Is pair `pair` multiplied in the lead step (kept, or an unrotated dim)?
 template <int kD>
 __device__ __forceinline__ bool lead_pair_kept(const WindowCut<kD>& cut, int pair, int half) {
-  return pair >= half || ((cut.kept[pair >> 5] >> (pair & 31)) & 1u);
+  return pair >= half || ((cut_word(cut.kept, pair >> 5) >> (pair & 31)) & 1u);
 }
 
 // ---- the pre-rotation kernel (rope_mode = prerotate) -------------------------------------
