@@ -466,6 +466,16 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   if (q_offset + Nq > INT32_MAX || q_offset < -int64_t{INT32_MAX} + Nk)
     throw Error(ErrorCode::Shape, fmt::format("q_offset {} puts query positions outside the 32-bit range "
                                               "the CUDA kernel uses", q_offset));
+  // rope_window's per-cell window test compares Δ ± limit in 32 bits (fwd_wgmma.cuh
+  // correct_window): positions strictly within ±2^29 keep every |Δ| and limit it compares below
+  // 2^30.
+  constexpr int64_t kWindowPositions = int64_t{1} << 29;
+  if (spec_.score == ScoreKind::RopeWindow &&
+      (q_offset <= -kWindowPositions || q_offset + Nq > kWindowPositions || Nk > kWindowPositions))
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("rope_window on CUDA takes query and key positions within ±2^29 (q_offset {}, Nq {}, "
+                            "Nk {}); run it on the CPU",
+                            q_offset, Nq, Nk));
   if (spec_.modifiers.has(ModifierKind::Alibi) && scalars.alibi == AlibiSlopes::Custom)
     throw Error(ErrorCode::Unsupported, "custom ALiBi slopes on CUDA are not supported yet; use slopes=standard");
   const bool rope = spec_.score != ScoreKind::ScaledDot;

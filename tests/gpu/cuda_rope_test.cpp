@@ -199,5 +199,27 @@ TEST(CudaRope, OddRotaryDimIsRefusedBeforeLaunch) {
   }
 }
 
+// rope_window's window test runs in 32 bits with positions within ±2^29 (cuda_backend.cpp).
+TEST(CudaRope, RopeWindowPositionsPast2To29AreRefused) {
+  const KernelSpec spec =
+      Program::parse("softmax(rope_window(Q, K, k=1)) @ V").compile({Target::Cuda, DType::BF16, 64});
+  runtime::DeviceBuffer buf(1 << 20);
+  AttentionArgs a;
+  a.q = TensorView::contiguous(buf.get(), DType::BF16, {1, 1, 16, 64});
+  a.k = a.q;
+  a.v = a.q;
+  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 1, 16, 64});
+  a.q_offset = (int64_t{1} << 29) - 16;  // the last query at 2^29 - 1: allowed
+  runtime::run_cuda(spec, a, nullptr, true);
+  a.q_offset = int64_t{1} << 29;
+  try {
+    runtime::run_cuda(spec, a, nullptr, true);
+    FAIL() << "expected an Unsupported error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("2^29"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace attnfuse
