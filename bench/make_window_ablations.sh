@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the rope_window ablation kernel directories (for ATTNFUSE_KERNEL_DIR; timing only, their
-# results are wrong by design) under .devcarry-abl/:
+# Builds the rope_window ablation kernel directories from the tree's kernels (for
+# ATTNFUSE_KERNEL_DIR; timing only, their results are wrong by design) under .devcarry-abl/
+# (the twenty-third session's call1 ran them made from 9429352):
 #   nocorr/  the per-cell corrections of boundary pairs skipped;
 #   lead0/   no window_cut: every tile issues the whole QK chain through the lead-step path
 #            (ldmatrix'd Q, register A operand), nothing corrected;
@@ -17,7 +18,7 @@ sed -i 's/if (any) correct_window(/if (false \&\& any) correct_window(/' .devcar
 for L in 0 4; do
   mk lead$L
   # (the len_k test keeps the lead a run-time value, so the dispatch stays as in the real kernel)
-  sed -i "s|cut = window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);|cut.lead = $L + (w.len_k < 0 ? 1 : 0); for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) { cut.kept[wd] = ~0u; cut.corr[wd] = 0u; } (void)k_last; (void)qo;|" \
+  sed -i "s|return window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);|WindowCut<kD> cut; cut.lead = $L + (w.len_k < 0 ? 1 : 0); for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) { cut.kept[wd] = ~0u; cut.corr[wd] = 0u; } (void)k_last; (void)qo; return cut;|" \
     ".devcarry-abl/lead$L/fwd_wgmma.cuh"
 done
 for d in nocorr lead0 lead4; do
