@@ -54,3 +54,26 @@ peer_sweep() {  # name, suite, limit
 # Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
 # a script sets its own default CAP before calling).
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
+# attnfuse bench's median and min ms of PROGRAM at B1 Hq24 Hkv8 N x N D128 (the Llama-3.2-3B
+# rope_window geometry), bf16, rope_mode auto, unchecked (ablation kernels are wrong by design),
+# with the kernels of .devcarry-abl/KDIR (or the carried build's, KDIR -), within what is left of
+# 60 s: $W/abl_LABEL_N_r$round.{log,json}; says one line.
+window_bench() {  # label, kernel dir or -, program, N (and $round)
+  local env=()
+  [ "$2" != - ] && env=(ATTNFUSE_KERNEL_DIR="$PWD/.devcarry-abl/$2")
+  env "${env[@]}" timeout "$(left 60)" .devcarry/attnfuse bench "$3" --shape "1,24,8,$4,$4,128" --dtype bf16 \
+    --rope-mode auto --no-check --reps 20 --json "$W/abl_$1_$4_r$round.json" > "$W/abl_$1_$4_r$round.log" 2>&1
+  local rc=$?
+  say "r$round N=$4 $1: rc $rc $(grep -E '^ +[a-z][a-z_ +-]* +[0-9.]+ +[0-9.]+ +[0-9]+ ' "$W/abl_$1_$4_r$round.log" | head -1 | tr -s ' ' | cut -d' ' -f2-4)"
+}
+# bench/gpu_rope.py --suite window (rope_window on vs off at every N, validated first) with the
+# carried build within LIMIT seconds, plus any extra arguments: $W/window.{log,json}; its timed
+# rows and speedups go to the digest.
+window_suite() {  # limit [gpu_rope.py args...]
+  local limit=$1
+  shift
+  timeout "$limit" python3 bench/gpu_rope.py --lib .devcarry/lib/libattnfuse_c.so --cli .devcarry/attnfuse \
+    --suite window --out "$W/window.json" "$@" > "$W/window.log" 2>&1
+  say "rc=$?"
+  grep -E "attnfuse_rope|speedup" "$W/window.log" | cut -c1-160 >> "$D"
+}

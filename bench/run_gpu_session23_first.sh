@@ -20,32 +20,21 @@ R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor
 say "== 0. the rope_window GPU tests on the carried build"
 gpu_tests rope_window '*RopeWindow*:*Rope*Window*' "$(left 120)"
 say "== 1. rope_window ablations (median ms of attnfuse bench, bf16, B1 Hq24 Hkv8 D128)"
-abl() {  # label, kernel dir or -, program, N
-  local env=()
-  [ "$2" != - ] && env=(ATTNFUSE_KERNEL_DIR="$PWD/.devcarry-abl/$2")
-  env "${env[@]}" timeout "$(left 60)" .devcarry/attnfuse bench "$3" --shape "1,24,8,$4,$4,128" --dtype bf16 \
-    --rope-mode auto --no-check --reps 20 --json "$W/abl_$1_$4_r$round.json" > "$W/abl_$1_$4_r$round.log" 2>&1
-  local rc=$?
-  say "r$round N=$4 $1: rc $rc $(grep -E '^ +[a-z][a-z_ +-]* +[0-9.]+ +[0-9.]+ +[0-9]+ ' "$W/abl_$1_$4_r$round.log" | head -2 | tr -s ' ' | tr '\n' ';')"
-}
 for round in 1 2; do
   for n in 8192 32768; do
-    abl rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
-    abl window_k1 - "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
-    abl window_k1e6 - "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" $n
-    abl old_window_k1 old "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
-    abl old_window_k1e6 old "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" $n
-    abl nocorr_k1 nocorr "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
-    abl lead0 lead0 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
-    abl lead4 lead4 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    window_bench rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
+    window_bench window_k1 - "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    window_bench window_k1e6 - "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" $n
+    window_bench old_window_k1 old "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    window_bench old_window_k1e6 old "softmax(causal(rope_window(Q, K, k=1e6, $R))) @ V" $n
+    window_bench nocorr_k1 nocorr "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    window_bench lead0 lead0 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
+    window_bench lead4 lead4 "softmax(causal(rope_window(Q, K, k=1, $R))) @ V" $n
   done
 done
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 1b. gpu_rope.py --suite window (every N, this build's kernels)"
-timeout "$(left 150)" python3 bench/gpu_rope.py --lib .devcarry/lib/libattnfuse_c.so --cli .devcarry/attnfuse \
-  --suite window --out "$W/window.json" > "$W/window.log" 2>&1
-say "rc=$?"
-grep -E "attnfuse_rope|speedup" "$W/window.log" | cut -c1-160 >> "$D"
+window_suite "$(left 150)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. ncu on the rope_window kernel"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

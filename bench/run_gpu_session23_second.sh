@@ -15,21 +15,13 @@ R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor
 say "== 0. the rope_window GPU tests on the carried build"
 gpu_tests rope_window '*RopeWindow*' "$(left 120)"
 say "== 1. rope_window timings (median ms of attnfuse bench, bf16, B1 Hq24 Hkv8 D128)"
-abl() {  # label, kernel dir or -, program, N
-  local env=()
-  [ "$2" != - ] && env=(ATTNFUSE_KERNEL_DIR="$PWD/.devcarry-abl/$2")
-  env "${env[@]}" timeout "$(left 60)" .devcarry/attnfuse bench "$3" --shape "1,24,8,$4,$4,128" --dtype bf16 \
-    --rope-mode auto --no-check --reps 20 --json "$W/abl_$1_$4_r$round.json" > "$W/abl_$1_$4_r$round.log" 2>&1
-  local rc=$?
-  say "r$round N=$4 $1: rc $rc $(grep -E '^ +[a-z][a-z_ +-]* +[0-9.]+ +[0-9.]+ +[0-9]+ ' "$W/abl_$1_$4_r$round.log" | head -1 | tr -s ' ' | cut -d' ' -f2-4)"
-}
 for round in 1 2; do
   for n in 8192 32768; do
-    abl rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
+    window_bench rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
     for k in 1 1e6; do
-      abl new_k$k - "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
-      abl cutB_k$k cutB "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
-      abl old_k$k old "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
+      window_bench new_k$k - "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
+      window_bench cutB_k$k cutB "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
+      window_bench old_k$k old "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
     done
   done
 done

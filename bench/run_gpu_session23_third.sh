@@ -18,29 +18,18 @@ gpu_tests rope_window '*RopeWindow*' "$(left 100)"
 say "== 0b. the same tests on .devcarry-abl/skipin (fragments inside a pair's window skipped)"
 ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/skipin gpu_tests rope_window_skipin '*RopeWindow*' "$(left 100)"
 say "== 1. rope_window timings (median ms of attnfuse bench, bf16, B1 Hq24 Hkv8 D128)"
-abl() {  # label, kernel dir or -, program, N
-  local env=()
-  [ "$2" != - ] && env=(ATTNFUSE_KERNEL_DIR="$PWD/.devcarry-abl/$2")
-  env "${env[@]}" timeout "$(left 60)" .devcarry/attnfuse bench "$3" --shape "1,24,8,$4,$4,128" --dtype bf16 \
-    --rope-mode auto --no-check --reps 20 --json "$W/abl_$1_$4_r$round.json" > "$W/abl_$1_$4_r$round.log" 2>&1
-  local rc=$?
-  say "r$round N=$4 $1: rc $rc $(grep -E '^ +[a-z][a-z_ +-]* +[0-9.]+ +[0-9.]+ +[0-9]+ ' "$W/abl_$1_$4_r$round.log" | head -1 | tr -s ' ' | cut -d' ' -f2-4)"
-}
 for round in 1 2; do
   for n in 8192 32768; do
-    abl rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
+    window_bench rope - "softmax(causal(rope(Q, K, $R))) @ V" $n
     for k in 1 1e6; do
-      abl new_k$k - "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
-      abl prev_k$k prev "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
-      [ $k = 1 ] && abl skipin_k$k skipin "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
+      window_bench new_k$k - "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
+      window_bench prev_k$k prev "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
+      [ $k = 1 ] && window_bench skipin_k$k skipin "softmax(causal(rope_window(Q, K, k=$k, $R))) @ V" $n
     done
   done
 done
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. gpu_rope.py --suite window (every N, this build's kernels)"
-timeout "$(left 200)" python3 bench/gpu_rope.py --lib .devcarry/lib/libattnfuse_c.so --cli .devcarry/attnfuse \
-  --suite window --out "$W/window.json" > "$W/window.log" 2>&1
-say "rc=$?"
-grep -E "attnfuse_rope|speedup" "$W/window.log" | cut -c1-160 >> "$D"
+window_suite "$(left 200)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "done in ${SECONDS}s"

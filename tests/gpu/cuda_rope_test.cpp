@@ -181,22 +181,33 @@ TEST(CudaRope, SanitizerSubset) {
   }
 }
 
-TEST(CudaRope, OddRotaryDimIsRefusedBeforeLaunch) {
-  const KernelSpec spec =
-      Program::parse("softmax(rope(Q, K, rotary_dim=6)) @ V").compile({Target::Cuda, DType::BF16, 64});
-  runtime::DeviceBuffer buf(1 << 20);
+// 16 bf16 rows of D = 64 for Q = K = V and O in `buf`: a call refused before launch, or too small
+// to matter.
+AttentionArgs tiny_bf16_args(runtime::DeviceBuffer& buf) {
   AttentionArgs a;
   a.q = TensorView::contiguous(buf.get(), DType::BF16, {1, 1, 16, 64});
   a.k = a.q;
   a.v = a.q;
   a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 1, 16, 64});
+  return a;
+}
+
+// Runs the call and expects Error(Unsupported) whose message holds `text`.
+void expect_unsupported(const KernelSpec& spec, const AttentionArgs& a, const std::string& text) {
   try {
     runtime::run_cuda(spec, a, nullptr, true);
     FAIL() << "expected an Unsupported error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("multiple of 4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
+}
+
+TEST(CudaRope, OddRotaryDimIsRefusedBeforeLaunch) {
+  const KernelSpec spec =
+      Program::parse("softmax(rope(Q, K, rotary_dim=6)) @ V").compile({Target::Cuda, DType::BF16, 64});
+  runtime::DeviceBuffer buf(1 << 20);
+  expect_unsupported(spec, tiny_bf16_args(buf), "multiple of 4");
 }
 
 // rope_window's window test runs in 32 bits with positions within ±2^29 (cuda_backend.cpp).
@@ -204,21 +215,11 @@ TEST(CudaRope, RopeWindowPositionsPast2To29AreRefused) {
   const KernelSpec spec =
       Program::parse("softmax(rope_window(Q, K, k=1)) @ V").compile({Target::Cuda, DType::BF16, 64});
   runtime::DeviceBuffer buf(1 << 20);
-  AttentionArgs a;
-  a.q = TensorView::contiguous(buf.get(), DType::BF16, {1, 1, 16, 64});
-  a.k = a.q;
-  a.v = a.q;
-  a.out = TensorView::contiguous(static_cast<char*>(buf.get()) + 4096, DType::BF16, {1, 1, 16, 64});
+  AttentionArgs a = tiny_bf16_args(buf);
   a.q_offset = (int64_t{1} << 29) - 16;  // the last query at 2^29 - 1: allowed
   runtime::run_cuda(spec, a, nullptr, true);
   a.q_offset = int64_t{1} << 29;
-  try {
-    runtime::run_cuda(spec, a, nullptr, true);
-    FAIL() << "expected an Unsupported error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("2^29"), std::string::npos) << e.what();
-  }
+  expect_unsupported(spec, a, "2^29");
 }
 
 }  // namespace
