@@ -310,7 +310,9 @@ struct WgmmaMainloop {
     const int gq_hi = gq_lo + 63 < w.i_hi ? gq_lo + 63 : w.i_hi;
     const int wq_lo = w.i_lo + 16 * warp <= w.i_hi ? w.i_lo + 16 * warp : w.i_hi;
     const int wq_hi = wq_lo + 15 < w.i_hi ? wq_lo + 15 : w.i_hi;
+    // The first tile's cut; each later one is made at the end of the iteration before it.
     WindowCut<kD> cut{};
+    if constexpr (kWindow) cut = cut_of(p, w, rt, w.it_begin, gq_lo, gq_hi, wq_lo, wq_hi);
     u32 qa[4];  // the lead step's A fragment (rope_window)
 
     // Tiles 0 .. kS - 2 start loading (one cp.async group each, empty ones past the end).
@@ -363,7 +365,6 @@ struct WgmmaMainloop {
       const Element* k_tile = sK + (rel % kS) * kKVTile;
       const int n0 = w.tile(p, it) * kBN;
       if constexpr (kWindow) {
-        if (rel == 0) cut = cut_of(p, w, rt, it, gq_lo, gq_hi, wq_lo, wq_hi);  // later ones: at the loop's end
         window_qa(sQ, warp, threadIdx.x & 31, t, cut, rt.half, qa);
         issue_qk_window(sQ, k_tile, wg, cut, qa, s[0]);  // S_it
       } else {

@@ -210,10 +210,11 @@ __device__ __forceinline__ int pair_of_dim(int d, int half) {
   return d < 2 * half ? d / 2 : -1;
 }
 
-// |Δ| over query positions [q_lo, q_hi] x key positions [k_lo, k_hi]: its least and largest value.
-__device__ __forceinline__ void abs_delta_range(int q_lo, int q_hi, int k_lo, int k_hi, long long& lo,
-                                                long long& hi) {
-  const long long d_lo = (long long)q_lo - k_hi, d_hi = (long long)q_hi - k_lo;
+// |Δ| over query positions [q_lo, q_hi] x key positions [k_lo, k_hi]: its least and largest value,
+// computed in T (int where the host's position checks keep q - k within 32 bits).
+template <class T>
+__device__ __forceinline__ void abs_delta_range(int q_lo, int q_hi, int k_lo, int k_hi, T& lo, T& hi) {
+  const T d_lo = (T)q_lo - k_hi, d_hi = (T)q_hi - k_lo;
   lo = d_lo > 0 ? d_lo : (d_hi < 0 ? -d_hi : 0);
   hi = (-d_lo > d_hi) ? -d_lo : d_hi;
 }
@@ -300,10 +301,10 @@ __device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_l
                                                     int k_lo, int k_hi) {
   using Cut = WindowCut<kD>;
   // In 32 bits: the host keeps every query position within [-INT32_MAX + Nk, INT32_MAX]
-  // (cuda_backend.cpp), so q - k and k - q fit. (This runs once per key tile on the loop's path.)
-  const int g_dlo = g_lo - k_hi, g_dhi = g_hi - k_lo, w_dlo = w_lo - k_hi, w_dhi = w_hi - k_lo;
-  const int g_min = g_dlo > 0 ? g_dlo : (g_dhi < 0 ? -g_dhi : 0);
-  const int w_max = -w_dlo > w_dhi ? -w_dlo : w_dhi;
+  // (cuda_backend.cpp), so q - k and k - q fit. (This runs once per key tile in the loop.)
+  int g_min, g_max, w_min, w_max;
+  abs_delta_range(g_lo, g_hi, k_lo, k_hi, g_min, g_max);
+  abs_delta_range(w_lo, w_hi, k_lo, k_hi, w_min, w_max);
   const int lane = threadIdx.x & 31, half = r.half;
   Cut cut;
   u32 short_w[Cut::kWords];  // pairs out of the window of some cell of the warp's rows
