@@ -158,6 +158,13 @@ TEST(CudaRope, RopeWindowInterleavedPrerotation) {
   // Chunked prefill: queries at the end of a longer cache (q_offset), non-causal cells too.
   run_case({"softmax(rope_window(Q, K, k=0.5, base=500000)) @ V", DType::BF16, 128, 2, 4, 2, 200, 1500, 1000, false,
             RopeMode::Prerotate}, seed++);
+  // Causal chunks whose diagonal is not tile-aligned (q_offset 1167, then 1100 with keys past the
+  // last query): the cut's Δ ranges stop at each warp's last query position, and only Δ > limit
+  // is taken back, so the cells left out of both must be exactly the masked ones.
+  run_case({"softmax(causal(rope_window(Q, K, k=1))) @ V", DType::BF16, 128, 1, 4, 2, 333, 1500, std::nullopt, false,
+            RopeMode::Prerotate}, seed++);
+  run_case({"softmax(causal(rope_window(Q, K, k=0.5))) @ V", DType::F16, 64, 2, 4, 1, 200, 1500, 1100, false,
+            RopeMode::Prerotate}, seed++);
 }
 
 TEST(CudaRope, AutoPlacementRunsWhicheverItPicks) {

@@ -168,7 +168,8 @@ struct WgmmaMainloop {
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
               const int c = 8 * n + e;
-              if (c < above[hf] || c > below[hf]) {
+              // Causal: cells with Δ < 0 are masked whatever their score, so only Δ > lim counts.
+              if (c < above[hf] || (!Kernel::SpecType::kCausal && c > below[hf])) {
                 float& x = s[n][2 * hf + e];
                 x = fmaf(-qa[hf], ka, x);
                 x = fmaf(-qb[hf], kb, x);
@@ -271,7 +272,15 @@ struct WgmmaMainloop {
     int k_last = (n0 + kBN < w.len_k ? n0 + kBN : w.len_k) - 1;
     if (k_last < n0) k_last = n0;
     const int qo = w.q_offset;
-    return window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);
+    // Causal: keys past a range's last query position are masked in all its rows, so its Δ range
+    // stops there (fewer corrected pairs on the diagonal tiles). Clamped to the tile's first key,
+    // where every cell of the range is masked: a wider range only costs work, never exactness.
+    int gk_last = k_last, wk_last = k_last;
+    if constexpr (Kernel::SpecType::kCausal) {
+      gk_last = max(n0, min(k_last, gq_hi + qo));
+      wk_last = max(n0, min(k_last, wq_hi + qo));
+    }
+    return window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, gk_last, wk_last);
   }
 
   // On entry: Q is in flight as the only cp.async group (FwdKernel::run). On exit every wgmma and

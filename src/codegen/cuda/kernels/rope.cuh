@@ -293,18 +293,20 @@ __device__ __forceinline__ u32 pairs_from(int p, int w) {
   return p <= lo ? 0xffffffffu : (p < lo + 32 ? ~((1u << (p - lo)) - 1u) : 0u);
 }
 
-// The cut of the warpgroup's query positions [g_lo, g_hi] x key positions [k_lo, k_hi]
-// (inclusive, non-empty), with the corrections of this warp's rows [w_lo, w_hi] (16 of the
-// warpgroup's 64: they span fewer Δ, so fewer pairs need them). Every lane gets the same cut.
+// The cut of the warpgroup's query positions [g_lo, g_hi] x key positions [k_lo, gk_hi]
+// (inclusive, non-empty), with the corrections of this warp's rows [w_lo, w_hi] x [k_lo, wk_hi]
+// (16 of the warpgroup's 64 rows: they span fewer Δ, so fewer pairs need them). The ranges hold
+// every unmasked cell; wk_hi <= gk_hi, so the warp's cells are some of the warpgroup's. Every
+// lane gets the same cut.
 template <int kD>
 __device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_lo, int g_hi, int w_lo, int w_hi,
-                                                    int k_lo, int k_hi) {
+                                                    int k_lo, int gk_hi, int wk_hi) {
   using Cut = WindowCut<kD>;
   // In 32 bits: the host keeps every query position within [-INT32_MAX + Nk, INT32_MAX]
   // (cuda_backend.cpp), so q - k and k - q fit. (This runs once per key tile in the loop.)
   int g_min, g_max, w_min, w_max;
-  abs_delta_range(g_lo, g_hi, k_lo, k_hi, g_min, g_max);
-  abs_delta_range(w_lo, w_hi, k_lo, k_hi, w_min, w_max);
+  abs_delta_range(g_lo, g_hi, k_lo, gk_hi, g_min, g_max);
+  abs_delta_range(w_lo, w_hi, k_lo, wk_hi, w_min, w_max);
   const int lane = threadIdx.x & 31, half = r.half;
   Cut cut;
   u32 short_w[Cut::kWords];  // pairs out of the window of some cell of the warp's rows
