@@ -374,6 +374,8 @@ struct WgmmaMainloop {
       const Element* k_tile = sK + (rel % kS) * kKVTile;
       const int n0 = w.tile(p, it) * kBN;
       if constexpr (kWindow) {
+        // (Loaded at the end of the iteration before, with the cut, it was 5-7% slower on the
+        // H200: bench/results/2026-12-03-h200-session24/call3/.)
         window_qa(sQ, warp, threadIdx.x & 31, t, cut, rt.half, qa);
         issue_qk_window(sQ, k_tile, wg, cut, qa, s[0]);  // S_it
       } else {
