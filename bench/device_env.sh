@@ -54,6 +54,8 @@ peer_sweep() {  # name, suite, limit
 # Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
 # a script sets its own default CAP before calling).
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
+# The Llama-3.2-3B rope parameters (for window_bench programs: rope(Q, K, $LLAMA32_ROPE)).
+LLAMA32_ROPE="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
 # attnfuse bench's median and min ms of PROGRAM at B1 Hq24 Hkv8 N x N D128 (the Llama-3.2-3B
 # rope_window geometry), bf16, rope_mode auto, unchecked (ablation kernels are wrong by design),
 # with the kernels of .devcarry-abl/KDIR (or the carried build's, KDIR -), within what is left of

@@ -11,7 +11,7 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-520}
-R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+R=$LLAMA32_ROPE
 say "== 0. the rope_window GPU tests on the carried build"
 gpu_tests rope_window '*RopeWindow*' "$(left 120)"
 say "== 1. rope_window timings (median ms of attnfuse bench, bf16, B1 Hq24 Hkv8 D128)"

@@ -12,7 +12,7 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-400}
-R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+R=$LLAMA32_ROPE
 say "== 0. the rope_window GPU tests on the carried build"
 gpu_tests rope_window '*RopeWindow*' "$(left 100)"
 say "== 0b. the same tests on .devcarry-abl/skipin (fragments inside a pair's window skipped)"

@@ -11,7 +11,7 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-520}
-R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+R=$LLAMA32_ROPE
 say "== 0. the rope_window GPU tests on the carried build, then on .devcarry-abl/far"
 gpu_tests rope_window '*RopeWindow*' "$(left 100)"
 ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/far gpu_tests rope_window_far '*RopeWindow*' "$(left 100)"

@@ -10,7 +10,7 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-200}
-R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+R=$LLAMA32_ROPE
 say "== 0. the rope_window GPU tests on .devcarry-abl/half"
 ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/half gpu_tests rope_window_half '*RopeWindow*' "$(left 80)"
 say "== 1. rope_window timings (median ms of attnfuse bench, bf16, B1 Hq24 Hkv8 D128)"

@@ -12,7 +12,7 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-500}
-R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+R=$LLAMA32_ROPE
 say "== 0. CudaRope.* on the carried build, then the rope_window tests on .devcarry-abl/base"
 gpu_tests rope 'CudaRope.*' "$(left 150)"
 ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/base gpu_tests rope_window_base '*RopeWindow*' "$(left 100)"

@@ -12,7 +12,7 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-480}
-R="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
+R=$LLAMA32_ROPE
 say "== 0. the rope_window GPU tests on .devcarry-abl/qa and .devcarry-abl/half"
 ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/qa gpu_tests rope_window_qa '*RopeWindow*' "$(left 100)"
 ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/half gpu_tests rope_window_half '*RopeWindow*' "$(left 100)"
