@@ -284,7 +284,7 @@ struct WindowCut {
   // the last step with every pair masked, which gives S = 0 through the same code.
   int lead;
   u32 kept[kWords];   // pairs in the window of at least one cell of the warpgroup's tile
-  u32 corr[kWords];   // pairs multiplied but out of the window of some cell of this warp's rows
+  u32 corr[kWords];   // pairs multiplied but out of the window of some unmasked cell of this warp's rows
 };
 
 // Bits of pairs >= p in word w (pairs 32 w .. 32 w + 31).
