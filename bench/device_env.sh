@@ -59,11 +59,12 @@ LLAMA32_ROPE="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_
 # attnfuse bench's median and min ms of PROGRAM at B1 Hq24 Hkv8 N x N D128 (the Llama-3.2-3B
 # rope_window geometry), bf16, rope_mode auto, unchecked (ablation kernels are wrong by design),
 # with the kernels of .devcarry-abl/KDIR (or the carried build's, KDIR -), within what is left of
-# 60 s: $W/abl_LABEL_N_r$round.{log,json}; says one line.
-window_bench() {  # label, kernel dir or -, program, N (and $round)
+# 60 s: $W/abl_LABEL_N_r$round.{log,json}; says one line. SHAPE (B,Hq,Hkv,Nq,Nk,D) replaces the
+# geometry where given.
+window_bench() {  # label, kernel dir or -, program, N [shape] (and $round)
   local env=()
   [ "$2" != - ] && env=(ATTNFUSE_KERNEL_DIR="$PWD/.devcarry-abl/$2")
-  env "${env[@]}" timeout "$(left 60)" .devcarry/attnfuse bench "$3" --shape "1,24,8,$4,$4,128" --dtype bf16 \
+  env "${env[@]}" timeout "$(left 60)" .devcarry/attnfuse bench "$3" --shape "${5:-1,24,8,$4,$4,128}" --dtype bf16 \
     --rope-mode auto --no-check --reps 20 --json "$W/abl_$1_$4_r$round.json" > "$W/abl_$1_$4_r$round.log" 2>&1
   local rc=$?
   say "r$round N=$4 $1: rc $rc $(grep -E '^ +[a-z][a-z_ +-]* +[0-9.]+ +[0-9.]+ +[0-9]+ ' "$W/abl_$1_$4_r$round.log" | head -1 | tr -s ' ' | cut -d' ' -f2-4)"
