@@ -18,7 +18,7 @@ sed -i 's/if (any) correct_window(/if (false \&\& any) correct_window(/' .devcar
 for L in 0 4; do
   mk lead$L
   # (the len_k test keeps the lead a run-time value, so the dispatch stays as in the real kernel)
-  sed -i "s|return window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, k_last);|WindowCut<kD> cut; cut.lead = $L + (w.len_k < 0 ? 1 : 0); for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) { cut.kept[wd] = ~0u; cut.corr[wd] = 0u; } (void)k_last; (void)qo; return cut;|" \
+  sed -i "s|return window_cut<kD>(rt, gq_lo + qo, gq_hi + qo, wq_lo + qo, wq_hi + qo, n0, gk_last, wk_last);|WindowCut<kD> cut; cut.lead = $L + (w.len_k < 0 ? 1 : 0); for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) { cut.kept[wd] = ~0u; cut.corr[wd] = 0u; } (void)gk_last; (void)wk_last; return cut;|" \
     ".devcarry-abl/lead$L/fwd_wgmma.cuh"
 done
 for d in nocorr lead0 lead4; do

@@ -309,7 +309,7 @@ __device__ __forceinline__ WindowCut<kD> window_cut(const RopeTables& r, int g_l
   abs_delta_range(w_lo, w_hi, k_lo, wk_hi, w_min, w_max);
   const int lane = threadIdx.x & 31, half = r.half;
   Cut cut;
-  u32 short_w[Cut::kWords];  // pairs out of the window of some cell of the warp's rows
+  u32 short_w[Cut::kWords];  // pairs out of the window of some cell of the warp's range
   // The first dim any cell needs: a kept pair's, else the first unrotated dim.
   int first_dim = 2 * half < kD ? 2 * half : kD;
 #pragma unroll
