@@ -614,10 +614,16 @@ struct FwdKernel {
         } else {
           tile_max = quad_max(tile_max);
           if constexpr (kRawScores) tile_max *= p.scale_log2;  // scale > 0 keeps the argmax
-          const float m_new = fmaxf(row_m[a][hf], tile_max);
+          // Lazy rescaling: the row keeps its running maximum unless this tile's exceeds it by
+          // more than 8 (exp2 domain), so probabilities stay at most 2^8 and O and l need no
+          // rescale on most tiles (alpha = 1). O / l and the LSE are the same in exact arithmetic
+          // for any reference value. (A row with no kept key yet has m = -inf: -inf - -inf is
+          // NaN, which fails the test and takes the tile's maximum.)
+          const float m_new = tile_max - row_m[a][hf] <= 8.f ? row_m[a][hf] : fmaxf(row_m[a][hf], tile_max);
           // A row that has seen no kept key yet keeps m = -inf; use 0 so exp2 never sees inf - inf.
           const float m_use = m_new == neg_inf() ? 0.f : m_new;
-          const float alpha = fast_exp2(row_m[a][hf] - m_use);
+          // Exactly 1 where the maximum is kept (ex2.approx is not specified exact at 0).
+          const float alpha = m_new == row_m[a][hf] ? 1.f : fast_exp2(row_m[a][hf] - m_use);
           row_m[a][hf] = m_new;
           float sum = 0.f;
 #pragma unroll

@@ -401,7 +401,9 @@ struct WgmmaMainloop {
         __syncwarp();
         if ((threadIdx.x & 31) == 0) mbar_arrive(empty + ((rel - 1) % kS) * 8);
       }
-      rescale(acc_o[0], alpha);  // (the first tile scales a zero O)
+      // Most tiles keep every row's maximum (lazy rescaling, scores_to_probs): skip the 64
+      // multiplies unless some row of the warp moved it.
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(acc_o[0], alpha);
       pack_p(s[0], pa);
       // The next tile's cut, made here, off the path between its stage's arrival and its QK
       // issue: made there, its chain of loads, ballots and compares held every tile's QK chain
