@@ -92,6 +92,27 @@ TEST_F(CudaForward, ScalarsChangeWithoutRecompileAndStillApply) {
               1, 2, 1, 100, 100, std::nullopt}, 70);
 }
 
+// Lazy rescaling (scores_to_probs in attention_fwd.cuh): a row keeps its running maximum until a
+// tile's maximum exceeds it by more than 8 (base 2), and the wgmma loop skips O's rescale when no
+// row of the warp moved it. Scores drifting along the keys take each path: a steep rise moves the
+// maximum on every tile (24 bits per 128 keys at D = 128), a gentle one every few tiles (about 2.5
+// bits per 128 keys, so probabilities up to 2^8 accumulate unscaled in between), and a fall never
+// after the first tile. Prefill (wgmma at both head dims) and decode rows (split and merged).
+TEST_F(CudaForward, ScoresRisingAndFallingAcrossTiles) {
+  uint32_t seed = 900;
+  for (float ramp : {1.5f, 0.15f, -0.5f})
+    for (int d : {64, 128})
+      for (const char* prog : {"softmax(full(scaled_dot_product(Q, K))) @ V", "softmax(causal(scaled_dot_product(Q, K))) @ V"})
+        for (auto [nq, nk] : {std::pair<int64_t, int64_t>{333, 1500}, {1, 3001}, {7, 2000}}) {
+          Case c{prog, DType::BF16, d, 1, 4, 2, nq, nk, std::nullopt};
+          c.key_ramp = ramp;
+          run_case(c, seed++);
+        }
+  Case f16{"softmax(causal(scaled_dot_product(Q, K))) @ V", DType::F16, 128, 2, 8, 2, 640, 2177, std::nullopt};
+  f16.key_ramp = 0.15f;
+  run_case(f16, seed++);
+}
+
 TEST_F(CudaForward, StridedBshdLayout) {
   // BSHD tensors (sequence-major, as most model code stores them) need no copy.
   run_case({"softmax(causal(scaled_dot_product(Q, K))) @ V", DType::BF16, 128, 2, 8, 2, 300, 300, std::nullopt, true}, 80);

@@ -42,7 +42,7 @@ std::string case_name(const Case& c) {
          std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hkv" + std::to_string(c.Hkv) +
          " Nq" + std::to_string(c.Nq) + " Nk" + std::to_string(c.Nk) +
          (c.q_offset ? " q_offset" + std::to_string(*c.q_offset) : "") + " rope_mode=" + rope_mode_name(c.rope_mode) +
-         (c.rope_tables ? " with rope tables" : "");
+         (c.rope_tables ? " with rope tables" : "") + (c.key_ramp != 0.f ? fmt::format(" key_ramp {}", c.key_ramp) : "");
 }
 
 void run_case(const Case& c, uint32_t seed) {
@@ -53,6 +53,16 @@ void run_case(const Case& c, uint32_t seed) {
   HostTensor q(c.dtype, {c.B, c.Hq, c.Nq, c.head_dim}, rng);
   HostTensor k(c.dtype, {c.B, c.Hkv, c.Nk, c.head_dim}, rng);
   HostTensor v(c.dtype, {c.B, c.Hkv, c.Nk, c.head_dim}, rng);
+  if (c.key_ramp != 0.f) {
+    const auto enc = [&](float x) { return c.dtype == DType::BF16 ? f32_to_bf16(x) : f32_to_f16(x); };
+    for (int64_t b = 0; b < c.B; ++b) {
+      for (int64_t h = 0; h < c.Hq; ++h)
+        for (int64_t i = 0; i < c.Nq; ++i) q.data[static_cast<size_t>(q.view.offset(b, h, i, 0))] = enc(1.f);
+      for (int64_t h = 0; h < c.Hkv; ++h)
+        for (int64_t j = 0; j < c.Nk; ++j)
+          k.data[static_cast<size_t>(k.view.offset(b, h, j, 0))] = enc(c.key_ramp * static_cast<float>(j));
+    }
+  }
   std::vector<float> bias;
   AttentionArgs host;
   host.q = q.view;

@@ -22,6 +22,11 @@ struct Case {
   // rope / rope_window: the caller's cos/sin tables (random values, covering exactly the
   // positions the call rotates) in place of the computed ones.
   bool rope_tables = false;
+  // Nonzero: scores that drift along the keys. Every query's dim 0 is 1 and key j's dim 0 is
+  // key_ramp * j, so a row's scores rise (or fall) by key_ramp * scale per key on top of the
+  // random part: steep ramps move the running maximum on every tile, gentle ones every few tiles,
+  // falling ones never after the first (lazy rescaling's three paths).
+  float key_ramp = 0.f;
 };
 
 
