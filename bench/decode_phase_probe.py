@@ -10,6 +10,15 @@ within microseconds of each other; calls are a kernel's length apart), drops the
 warm-up, and prints per-phase medians over the calls: the spread of block starts, each phase's
 median and slowest block, the merge, the call's span from the first wait to the last block's end,
 and the gap to the next call's first wait (launch latency as the GPU sees it).
+
+Since the twenty-fifth session the patch also has lane 0 of each warp of a tile's last block
+print a MERGE line: the warp's rows (1 or 2), its t5 and four %globaltimer reads inside
+SplitMerge::rows_of_warp, each taken once the value of the step before it is in a register:
+m0 the first loads (the LSEs and the first 8 parts' rows) landed, m1 the weights computed, m2
+the row pass done (the later parts' loads and the sums), m3 the stores issued. The script
+prints their medians over every merging warp after the warm-up calls. Those printf calls run
+before the block's t6, so with MERGE lines the PROBE "merge" and "span" rows include them; read
+the merge from the MERGE rows then.
 Usage: python3 bench/decode_phase_probe.py RAW.txt [--warmup N]   (RAW: the kernel's stdout)
 """
 import argparse
@@ -27,9 +36,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gap-ns", type=int, default=3000, help="a new call starts after this gap in wait ends")
     a = ap.parse_args()
-    recs = []
+    recs, warp_merges = [], []
     for line in open(a.raw, errors="replace"):
         f = line.split()
+        if len(f) == 11 and f[0] == "MERGE":
+            t5, m0, m1, m2, m3 = (int(x) for x in f[6:11])
+            warp_merges.append(dict(rows=int(f[5]), t5=t5, d=(m0 - t5, m1 - m0, m2 - m1, m3 - m2, m3 - t5)))
         if len(f) == 13 and f[0] == "PROBE":
             bx, by, bz, sm, last = (int(x) for x in f[1:6])
             t = [int(x) for x in f[6:13]]
@@ -93,6 +105,15 @@ def main():
     for k, v in rows.items():
         if v:
             print(f"  {k:22} {med(v):10.0f}   {notes[k]}")
+    if warp_merges:
+        first = min(r["t"][1] for r in use[0]) if use else 0
+        kept = [m for m in warp_merges if m["t5"] >= first]
+        names = ("first loads landed", "weights", "row pass (later loads, sums)", "stores issued", "whole merge")
+        for nrows in sorted({m["rows"] for m in kept}):
+            ms = [m["d"] for m in kept if m["rows"] == nrows]
+            print(f"merging warps with {nrows} row(s) each: {len(ms)} warp records, medians (ns) from t5:")
+            for i, n in enumerate(names):
+                print(f"  {n:30} {med([d[i] for d in ms]):8.0f}   (max {max(d[i] for d in ms)})")
 
 
 if __name__ == "__main__":
