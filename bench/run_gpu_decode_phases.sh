@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in the twentieth session (not yet run): where a short decode call's fixed cost goes.
+# Written in the twentieth session, run in the twenty-first and twenty-fifth: where a short decode call's fixed cost goes.
 # The decode kernel patched with bench/experiments/decode_phase_probe.patch (through
 # ATTNFUSE_KERNEL_DIR, no rebuild) prints each block's %globaltimer at seven points of the call;
 # bench/decode_phase_probe.py turns 40 calls, back to back in one CUDA graph over input sets that
@@ -8,11 +8,14 @@
 # the last main loop, and the gap to the next call). Cells: 8B B1 4k and 32k, 70B B1 32k, with the
 # runtime's dependent launches and without (ATTNFUSE_CUDA_PDL=0). printf adds its own cost at the
 # very end of each block (after t6), so the spans are a little longer than a timed call's.
-# CAP bounds the whole (default 240 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
+# PAGED="64 16" (the default) adds the 70B B1 / 32k cell over paged caches of those page sizes
+# (with dependent launch, as the runtime chooses), to see where a paged call's extra time goes;
+# PAGED="" skips them. The probe also prints the split merge's own phases (MERGE lines).
+# CAP bounds the whole (default 300 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
-CAP=${CAP:-240}
+CAP=${CAP:-300}
 K=$W/k_probe
 mkdir -p "$K" && cp -r src/codegen/cuda/kernels "$K/"
 patch -s -p5 -d "$K/kernels" < bench/experiments/decode_phase_probe.patch || { say "the probe patch does not apply"; exit 1; }
@@ -28,5 +31,14 @@ for cell in 1,32,8,4096 1,32,8,32768 1,64,8,32768; do
     say "== $cell, ATTNFUSE_CUDA_PDL=$pdl"
     python3 bench/decode_phase_probe.py "$W/$n.raw" --warmup $((sets + 2)) 2>&1 | tee -a "$D"
   done
+done
+for ps in ${PAGED-64 16}; do
+  [ "$(left 60)" -lt 20 ] && break
+  n=1_64_8_32768_pages$ps
+  ATTNFUSE_KERNEL_DIR=$K/kernels ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-probe \
+    timeout "$(left 60)" python3 bench/ncu_decode_target.py ours 1,64,8,32768 --calls 40 --sets 2 --graph \
+    --page-size "$ps" --lib .devcarry/lib/libattnfuse_c.so > "$W/$n.raw" 2>&1
+  say "== 1,64,8,32768, pages of $ps, ATTNFUSE_CUDA_PDL=1"
+  python3 bench/decode_phase_probe.py "$W/$n.raw" --warmup 4 2>&1 | tee -a "$D"
 done
 tar czf "$OUT/logs.tgz" -C "$W" --exclude='k_probe' .
