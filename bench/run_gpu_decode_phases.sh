@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Written in the twentieth session, run in the twenty-first and twenty-fifth: where a short decode call's fixed cost goes.
+# Written in the twentieth session, run in the twenty-first and twenty-fifth: where a short
+# decode call's fixed cost goes.
 # The decode kernel patched with bench/experiments/decode_phase_probe.patch (through
 # ATTNFUSE_KERNEL_DIR, no rebuild) prints each block's %globaltimer at seven points of the call;
 # bench/decode_phase_probe.py turns 40 calls, back to back in one CUDA graph over input sets that
