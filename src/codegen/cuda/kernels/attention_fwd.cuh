@@ -280,9 +280,9 @@ struct FwdKernel {
   // run of rows and lands on a 1024-byte swizzle atom). A tile is kBN / box boxes x kD / 64
   // column blocks x K and V copies (32 for 64 keys at pages of 16, 64 at most): lane u of warp 0
   // looks up the pages of copies u, u + 32 (in the staged list where the block has one) and
-  // issues them, so the lookups overlap as the cp.async path's batched ones do. Boxes past the sequence's end are not issued; the rows they leave,
-  // and those of the last page past its length, are zeroed in V by zero_tail_rows, since P = 0
-  // times stale bits can still be NaN.
+  // issues them, so the lookups overlap as the cp.async path's batched ones do. Boxes past the
+  // sequence's end are not issued; the rows they leave, and those of the last page past its
+  // length, are zeroed in V by zero_tail_rows, since P = 0 times stale bits can still be NaN.
   static __device__ __forceinline__ void tma_kv(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
                                                 u32 bar, int nb) {
     if constexpr (Spec::kPagedKV) {
