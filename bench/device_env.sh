@@ -51,6 +51,20 @@ peer_sweep() {  # name, suite, limit
   say "rc=$?"
   grep -E 'attnfuse|cudnn|flex|flash|done in|graph' "$W/$1.log" | cut -c1-150 >> "$D"
 }
+# bench/run_gpu_decode_ab.sh (every decode cell, two rounds) on VARIANTS ("name=DIR[+VAR=VALUE]")
+# within LIMIT seconds: its logs in $W/ab, its summary in $W/decode_ab_summary.txt and the digest.
+decode_ab() {  # limit variant...
+  local limit=$1
+  shift
+  OUT=$W/ab QUICK=0 ROUNDS=2 timeout "$limit" bash bench/run_gpu_decode_ab.sh "$@" > "$W/decode_ab_summary.txt" 2>&1
+  cut -c1-170 "$W/decode_ab_summary.txt" | tee -a "$D"
+}
+# bench/run_gpu_decode_phases.sh (the decode phase probe) within LIMIT seconds: its logs in
+# $W/phases, its medians appended to the digest.
+decode_phases() {  # limit
+  OUT=$W/phases CAP=$1 bash bench/run_gpu_decode_phases.sh > "$W/phases.log" 2>&1
+  cat "$W/phases/digest.txt" >> "$D" 2>/dev/null
+}
 # Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
 # a script sets its own default CAP before calling).
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }

@@ -16,8 +16,7 @@ say "== 1. lazy rescaling's GPU test"
 gpu_tests ramp 'CudaForward.ScoresRisingAndFallingAcrossTiles' "$(left 150)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. decode phases (merge sub-phases, paged 70B)"
-OUT=$W/phases CAP=$(left 260) bash bench/run_gpu_decode_phases.sh > "$W/phases.log" 2>&1
-cat "$W/phases/digest.txt" >> "$D" 2>/dev/null
+decode_phases "$(left 260)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. gpu_decode.py --suite all"
 peer_sweep all all "$(left 120)"

@@ -15,9 +15,7 @@ source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-480}
 say "== 1. decode A/B, lazy (build) vs eager (7ce5c15 kernels)"
-OUT=$W/ab QUICK=0 ROUNDS=2 timeout "$(left 110)" bash bench/run_gpu_decode_ab.sh lazy=.devcarry \
-  "eager=.devcarry+ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/eager" > "$W/decode_ab_summary.txt" 2>&1
-cut -c1-170 "$W/decode_ab_summary.txt" | tee -a "$D"
+decode_ab "$(left 110)" lazy=.devcarry "eager=.devcarry+ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/eager"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. gpu_peers.py --suite full"
 timeout "$(left 120)" python3 bench/gpu_peers.py --lib .devcarry/lib/libattnfuse_c.so --suite full \
@@ -28,7 +26,6 @@ say "== 3. gpu_decode.py --suite all"
 peer_sweep all all "$(left 120)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 4. decode phase probe"
-OUT=$W/phases CAP=$(left 120) bash bench/run_gpu_decode_phases.sh > "$W/phases.log" 2>&1
-cat "$W/phases/digest.txt" >> "$D" 2>/dev/null
+decode_phases "$(left 120)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "done in ${SECONDS}s"

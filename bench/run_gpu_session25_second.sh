@@ -19,9 +19,7 @@ say "== 1. CudaDecode.*:CudaSparse.* on .devcarry-abl/acqrel, 8 shards"
 GTEST_FILTER='CudaDecode.*:CudaSparse.*' ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/acqrel gpu_suite_sharded "$(left 150)" 8
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. decode A/B, acqrel vs build"
-OUT=$W/ab QUICK=0 ROUNDS=2 timeout "$(left 110)" bash bench/run_gpu_decode_ab.sh build=.devcarry \
-  "acqrel=.devcarry+ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/acqrel" > "$W/decode_ab_summary.txt" 2>&1
-cut -c1-170 "$W/decode_ab_summary.txt" | tee -a "$D"
+decode_ab "$(left 110)" build=.devcarry "acqrel=.devcarry+ATTNFUSE_KERNEL_DIR=$PWD/.devcarry-abl/acqrel"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. gpu_decode.py --suite decode"
 peer_sweep decode decode "$(left 60)"
