@@ -11,7 +11,9 @@
 # very end of each block (after t6), so the spans are a little longer than a timed call's.
 # PAGED="64 16" (the default) adds the 70B B1 / 32k cell over paged caches of those page sizes
 # (with dependent launch, as the runtime chooses), to see where a paged call's extra time goes;
-# PAGED="" skips them. The probe also prints the split merge's own phases (MERGE lines).
+# PAGED="" skips them. The probe also prints the split merge's own phases (MERGE lines, printed
+# after t6 like the block's line, so that their printf is not inside the timed tail). CELLS and
+# PDLS replace the contiguous cells and the dependent-launch settings.
 # CAP bounds the whole (default 300 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -20,8 +22,8 @@ CAP=${CAP:-300}
 K=$W/k_probe
 mkdir -p "$K" && cp -r src/codegen/cuda/kernels "$K/"
 patch -s -p5 -d "$K/kernels" < bench/experiments/decode_phase_probe.patch || { say "the probe patch does not apply"; exit 1; }
-for cell in 1,32,8,4096 1,32,8,32768 1,64,8,32768; do
-  for pdl in 1 0; do
+for cell in ${CELLS-1,32,8,4096 1,32,8,32768 1,64,8,32768}; do
+  for pdl in ${PDLS-1 0}; do
     n=${cell//,/_}_pdl$pdl
     sets=2; [ "${cell##*,}" = 4096 ] && sets=8  # K/V beyond the 50 MB L2, as the benchmark's rotation
     [ "$(left 60)" -lt 20 ] && break 2
