@@ -7,7 +7,8 @@
 # variant is the reference of the ratios. One row per (round, variant, cell) in
 # $OUT/decode_ab.txt, medians with ratios on stdout.
 # Usage on the device: SUITE=paged ROUNDS=2 bash bench/run_gpu_decode_ab.sh old=.devcarry-base new=.devcarry
-# Env: SUITE (decode|paged|bigbird|documents; default decode), ROUNDS (2), QUICK (1: --quick).
+# Env: SUITE (decode|paged|bigbird|documents; default decode), ROUNDS (2), QUICK (1: --quick),
+# CELLS (decode: gpu_decode.py --cells, "B,Hq,Hkv,KV;...").
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
 F="$OUT/decode_ab.txt"
@@ -19,7 +20,7 @@ for round in $(seq "${ROUNDS:-2}"); do
     [[ "$spec" == *+* ]] && IFS=+ read -ra envs <<< "${spec#*+}"
     dir=${spec%%+*}
     env "${envs[@]}" timeout 300 python3 bench/gpu_decode.py --lib "$dir/lib/libattnfuse_c.so" --suite "${SUITE:-decode}" \
-      $Q --ours-only --out "$(mktemp -d)" 2>&1 | awk -v r="$round" -v n="$name" '
+      $Q ${CELLS:+--cells "$CELLS"} --ours-only --out "$(mktemp -d)" 2>&1 | awk -v r="$round" -v n="$name" '
         / attnfuse/ && !/^(#|==)/ { print r "|" n "|" $0 }' >> "$F"
   done
 done
