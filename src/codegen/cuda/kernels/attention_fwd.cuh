@@ -214,7 +214,7 @@ struct FwdKernel {
     w.page_pos(p, (k_end < w.len_k ? k_end : w.len_k) - 1, s1, row);
     if (s1 - s0 >= kPageList) return false;
     if (copy)  // (the producer warp only points at the ids the computing warps copy)
-      for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) list[i] = w.pages[s0 + i];
+      for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) list[i] = ld_keep_in_l2(w.pages + s0 + i);
     w.pages = list - s0;  // slot s of the sequence at list[s - s0]
     return true;
   }
@@ -352,11 +352,17 @@ struct FwdKernel {
   // The producer warp (Spec::kProducerWarp, K/V by TMA): it issues every key tile of the block
   // into its stage as soon as the computing warps have released the stage's previous tile, so
   // the page lookups and copy issues sit on no computing warp's path. It owns the stage barriers
-  // (nobody else touches them before the block barrier), so the first kStages tiles go out at
-  // once, a paged block's looked up in the global table while the computing warps stage the page
-  // list that later tiles read. Calls without tensor maps (the module's cp.async fallback) leave
-  // it nothing to do: it exits, which releases the block barriers it would otherwise hold (PTX
-  // `exit`).
+  // (nobody else touches them before the block barrier), so a contiguous block's first kStages
+  // tiles go out at once. A paged block issues only its first tile there, looked up in the global
+  // table while the computing warps stage the page list, and the rest after the barrier, from the
+  // list: each paged tile is up to 32 lookups and copies (pages of 16), and the computing warps
+  // waited at the barrier for all kStages of them. On the H200, Llama-3-70B B1 / 32k at pages of
+  // 16 (the paged calls that take this warp) went 0.0431 -> 0.0414 ms with the page table kept in
+  // L2 (ld_keep_in_l2), 0.0421 without it, against contiguous 0.0386; the other paged and
+  // contiguous cells level (bench/results/2026-12-03-h200-session26/call2/; call4 again: 0.0430
+  // -> 0.0413, contiguous 0.0379). Calls without tensor maps (the module's
+  // cp.async fallback) leave it nothing to do: it exits, which releases the block barriers it
+  // would otherwise hold (PTX `exit`).
   static __device__ void producer(const FwdParams& p, W& w, Element* sK, Element* sV) {
     if (p.tma_kv == 0) return;
     // The wgmma loop returns before its first barrier when the block has no key tile (the decode
@@ -380,7 +386,8 @@ struct FwdKernel {
       if (issuer) tma_kv(p, w, sK + stage * kKVTile, sV + stage * kKVTile, stage_full(sV) + stage * 8, w.tile(p, it));
     };
     int it = w.it_begin;
-    for (; it < w.it_end && it - w.it_begin < kStages; ++it) issue(it);
+    constexpr int kFirst = Spec::kPagedKV ? 1 : kStages;  // tiles issued before the block barrier
+    for (; it < w.it_end && it - w.it_begin < kFirst; ++it) issue(it);
     if constexpr (kPageList > 0) stage_page_list(p, w, page_list(sV), /*copy=*/false);
     block_sync();  // the barriers are seen block-wide; the computing warps have staged the page ids
     for (; it < w.it_end; ++it) {

@@ -102,6 +102,20 @@ __device__ __forceinline__ void allow_dependent_launch() {
 #endif
 }
 
+// A load from a small table that every call of a decode loop reads first (the paged cache's
+// page_indptr, last_page_len and page ids), under an L2 evict_last policy: a decode call streams
+// more K/V than the L2 holds, and with normal priority that stream evicts the table before the
+// next call, whose prologue then waits on DRAM twice (indptr, then the page ids). Measured with
+// the producer warp's first-tile rule (FwdKernel::producer) on the H200, where the staged page
+// ids are on the block barrier's path.
+__device__ __forceinline__ int ld_keep_in_l2(const int* a) {
+  int v;
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  asm volatile("ld.global.L2::cache_hint.b32 %0, [%1], %2;\n" : "=r"(v) : "l"(a), "l"(policy) : "memory");
+  return v;
+}
+
 // Row reductions over the 4 threads (a quad) that share one accumulator row.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -191,9 +191,10 @@ struct Work {
       slot = slots - 1 - slot;
     }
     if constexpr (Spec::kPagedKV) {
-      const int first_page = p.page_indptr[b], num_pages = p.page_indptr[b + 1] - first_page;
+      const int first_page = ld_keep_in_l2(p.page_indptr + b);
+      const int num_pages = ld_keep_in_l2(p.page_indptr + b + 1) - first_page;
       pages = p.page_indices + first_page;
-      len_k = num_pages > 0 ? (num_pages - 1) * p.page_size + p.last_page_len[b] : 0;
+      len_k = num_pages > 0 ? (num_pages - 1) * p.page_size + ld_keep_in_l2(p.last_page_len + b) : 0;
       q_offset = p.q_offset_given ? (int)p.q_offset : len_k - len_q;
     }
     rows = G * len_q;
