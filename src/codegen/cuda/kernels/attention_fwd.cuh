@@ -360,9 +360,9 @@ struct FwdKernel {
   // 16 (the paged calls that take this warp) went 0.0431 -> 0.0414 ms with the page table kept in
   // L2 (ld_keep_in_l2), 0.0421 without it, against contiguous 0.0386; the other paged and
   // contiguous cells level (bench/results/2026-12-03-h200-session26/call2/; call4 again: 0.0430
-  // -> 0.0413, contiguous 0.0379). Calls without tensor maps (the module's
-  // cp.async fallback) leave it nothing to do: it exits, which releases the block barriers it
-  // would otherwise hold (PTX `exit`).
+  // -> 0.0413, contiguous 0.0379). Calls without tensor maps (the module's cp.async fallback)
+  // leave it nothing to do: it exits, which releases the block barriers it would otherwise hold
+  // (PTX `exit`).
   static __device__ void producer(const FwdParams& p, W& w, Element* sK, Element* sV) {
     if (p.tma_kv == 0) return;
     // The wgmma loop returns before its first barrier when the block has no key tile (the decode

@@ -104,10 +104,11 @@ __device__ __forceinline__ void allow_dependent_launch() {
 
 // A load from a small table that every call of a decode loop reads first (the paged cache's
 // page_indptr, last_page_len and page ids), under an L2 evict_last policy: a decode call streams
-// more K/V than the L2 holds, and with normal priority that stream evicts the table before the
-// next call, whose prologue then waits on DRAM twice (indptr, then the page ids). Measured with
-// the producer warp's first-tile rule (FwdKernel::producer) on the H200, where the staged page
-// ids are on the block barrier's path.
+// more K/V than the L2 holds, and at normal priority that stream can evict the table before the
+// next call, whose prologue waits on it twice (indptr, then the page ids). On the H200 it was
+// level alone, and worth 0.0421 -> 0.0414 ms at Llama-3-70B B1 / 32k, pages of 16, once the
+// producer warp's first-tile rule (FwdKernel::producer) put the staged page ids on the block
+// barrier's path (bench/results/2026-12-03-h200-session26/call2/).
 __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
   int v;
   unsigned long long policy;
