@@ -52,12 +52,14 @@ peer_sweep() {  # name, suite, limit
   grep -E 'attnfuse|cudnn|flex|flash|done in|graph' "$W/$1.log" | cut -c1-150 >> "$D"
 }
 # bench/run_gpu_decode_ab.sh (every decode cell, two rounds) on VARIANTS ("name=DIR[+VAR=VALUE]")
-# within LIMIT seconds: its logs in $W/ab, its summary in $W/decode_ab_summary.txt and the digest.
+# within LIMIT seconds: its logs in $W/ab, its summary in $W/decode_ab_summary.txt and the digest;
+# AB=NAME keeps a script's several A/Bs apart ($W/ab_NAME, $W/decode_ab_NAME.txt).
 decode_ab() {  # limit variant...
-  local limit=$1
+  local limit=$1 dir=$W/ab sum=$W/decode_ab_summary.txt
   shift
-  OUT=$W/ab QUICK=0 ROUNDS=2 timeout "$limit" bash bench/run_gpu_decode_ab.sh "$@" > "$W/decode_ab_summary.txt" 2>&1
-  cut -c1-170 "$W/decode_ab_summary.txt" | tee -a "$D"
+  [ -n "${AB:-}" ] && dir=$W/ab_$AB sum=$W/decode_ab_$AB.txt
+  OUT=$dir QUICK=0 ROUNDS=2 timeout "$limit" bash bench/run_gpu_decode_ab.sh "$@" > "$sum" 2>&1
+  cut -c1-170 "$sum" | tee -a "$D"
 }
 # bench/run_gpu_decode_phases.sh (the decode phase probe) within LIMIT seconds: its logs in
 # $W/phases, its medians appended to the digest.

@@ -19,8 +19,7 @@ say "== 2. gpu_decode.py --suite all"
 peer_sweep all all "$(left 110)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. A/B against the base build: paged"
-SUITE=paged decode_ab "$(left 100)" base=.devcarry-base final=.devcarry
-mv "$W/ab" "$W/ab_paged"; mv "$W/decode_ab_summary.txt" "$W/decode_ab_paged.txt"
+AB=paged SUITE=paged decode_ab "$(left 100)" base=.devcarry-base final=.devcarry
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 4. A/B against the base build: decode"
 SUITE=decode decode_ab "$(left 120)" base=.devcarry-base final=.devcarry

@@ -17,11 +17,10 @@ digest_init
 CAP=${CAP:-420}
 A=$PWD/.devcarry-abl
 say "== 1. decode A/B: base final unpred k8"
-CELLS="1,32,8,4096;1,32,8,32768;8,32,8,4096;1,64,8,32768" SUITE=decode decode_ab "$(left 160)" \
+CELLS="1,32,8,4096;1,32,8,32768;8,32,8,4096;1,64,8,32768" AB=decode SUITE=decode decode_ab "$(left 160)" \
   base=.devcarry-base final=.devcarry unpred=".devcarry+ATTNFUSE_KERNEL_DIR=$A/unpred" \
   k8=".devcarry+ATTNFUSE_KERNEL_DIR=$A/k8"
 tar czf "$OUT/logs.tgz" -C "$W" .
-mv "$W/ab" "$W/ab_decode"; mv "$W/decode_ab_summary.txt" "$W/decode_ab_decode.txt"
 say "== 2. paged A/B: base k8 unpred"
 SUITE=paged decode_ab "$(left 140)" base=.devcarry-base k8=".devcarry+ATTNFUSE_KERNEL_DIR=$A/k8" \
   unpred=".devcarry+ATTNFUSE_KERNEL_DIR=$A/unpred"

@@ -24,10 +24,9 @@ digest_init
 CAP=${CAP:-540}
 A=$PWD/.devcarry-abl
 say "== 1. paged A/B: base keep p1 both prodboth"
-SUITE=paged decode_ab "$(left 300)" base=.devcarry keep=".devcarry+ATTNFUSE_KERNEL_DIR=$A/keep" \
+AB=paged SUITE=paged decode_ab "$(left 300)" base=.devcarry keep=".devcarry+ATTNFUSE_KERNEL_DIR=$A/keep" \
   p1=".devcarry+ATTNFUSE_KERNEL_DIR=$A/p1" both=".devcarry+ATTNFUSE_KERNEL_DIR=$A/both" \
   prodboth=".devcarry+ATTNFUSE_KERNEL_DIR=$A/both+ATTNFUSE_CUDA_DECODE_PRODUCER=1"
-mv "$W/ab" "$W/ab_paged"; mv "$W/decode_ab_summary.txt" "$W/decode_ab_paged.txt"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. decode A/B: base u16"
 SUITE=decode decode_ab "$(left 120)" base=.devcarry u16=".devcarry+ATTNFUSE_KERNEL_DIR=$A/u16"
