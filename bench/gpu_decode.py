@@ -24,7 +24,8 @@ Suites (--suite, default all):
              block) and SDPA with the dense boolean mask. TFLOP/s of active work; construction
              times of both masks and the wall time of a first launch (the mask's upload).
   documents  softmax(document(causal(scaled_dot_product(Q, K)))) @ V on 16k packed tokens of 8
-             documents (B 1, Hq 32, Hkv 8, D 128), cu_seqlens as device int32, against flex with a
+             documents (B 1; Llama-3-8B: Hq 32, Hkv 8, D 128; GPT-2, not with --quick: H 12, D 64),
+             cu_seqlens as device int32, against flex with a
              document mask_mod and FlashAttention-2 varlen through PyTorch (skipped if absent).
 
 Timing (--timing): `graph` (default) captures `inner` back-to-back calls, rotating over enough
@@ -34,7 +35,7 @@ falls back to `loop` (events around back-to-back calls; the JSON records which).
 single calls after a 256 MiB memset instead.
 
 --quick: decode at 8B B1 32k, B8 4k, B32 32k and 70B B1 32k; paged at 8B B8 32k and 70B B1 32k;
-BigBird at 4k with 128-blocks; documents as always. Cells that do not fit in memory are skipped.
+BigBird at 4k with 128-blocks; documents at Llama-3-8B only. Cells that do not fit in memory are skipped.
 
 Usage:
   python3 bench/gpu_decode.py [--lib L] [--suite decode|paged|bigbird|documents|all] [--quick]
@@ -987,16 +988,25 @@ def flash_varlen(q, k, v, cu, max_len):
     return out[0]
 
 
+# (geometry, Hq, Hkv, D): Llama-3-8B always; GPT-2 (D = 64, no GQA) outside --quick.
+DOC_GEOMETRIES = (("llama3-8b", 32, 8, 128), ("gpt2", 12, 12, 64))
+
+
 def run_documents(ours, args, quick):
-    Hq, Hkv, D, N, ndocs = 32, 8, 128, 16384, 8
+    for geo in DOC_GEOMETRIES[:1] if quick else DOC_GEOMETRIES:
+        run_documents_cell(ours, args, *geo)
+
+
+def run_documents_cell(ours, args, geo, Hq, Hkv, D):
+    N, ndocs = 16384, 8
     g = Hq // Hkv
+    name = f"documents {geo} N{N // 1024}k"
+    if args.filter not in name:
+        return
     say(f"== documents: {DOCUMENTS_PROGRAM}, bf16, B1 Hq{Hq} Hkv{Hkv} D{D}, {N} packed tokens in {ndocs} "
         f"documents; TFLOP/s of kept cells")
     handle, cerr = ours.compile(DOCUMENTS_PROGRAM, D, torch.bfloat16)
     lens = doc_lengths(N, ndocs, seed=5)
-    name = f"documents llama3-8b N{N // 1024}k"
-    if args.filter not in name:
-        return
     t0 = time.time()
     cu_list = [0]
     for n in lens:

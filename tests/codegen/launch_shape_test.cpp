@@ -68,7 +68,7 @@ TEST(LaunchShape, OnlyDensePagedDecodeTilesAtUpTo128DimsStageIds) {
 
 TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTiles) {
   // TileConfig::producer_warp adds one warp to the block and to the emitted Spec where the decode
-  // tile copies K/V by TMA; elsewhere (cp.async tiles, documents) it is inert.
+  // tile copies K/V by TMA; elsewhere (cp.async tiles, documents' decode tiles) it is inert.
   KernelSpec tma = decode_spec(kCausal, 128, true, true);
   tma.tile.tma_kv = true;
   EXPECT_EQ(codegen::cuda::threads_per_block(tma), 128);
@@ -88,7 +88,7 @@ TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTiles) {
   EXPECT_EQ(codegen::cuda::threads_per_block(padded), 128);
   EXPECT_NE(codegen::cuda::emit_forward(padded).find("kProducerWarp = false;"), std::string::npos);
   KernelSpec docs = decode_spec("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 128, false, true);
-  docs.tile.tma_kv = docs.tile.producer_warp = true;  // documents never copy by TMA
+  docs.tile.tma_kv = docs.tile.producer_warp = true;  // documents' decode tiles never copy by TMA
   EXPECT_FALSE(codegen::cuda::producer_warp(docs));
 }
 

@@ -36,6 +36,10 @@ const char* kPrograms[] = {
     // at 128-key tiles) and next to a modifier.
     "softmax(block_sparse(sliding_window(scaled_dot_product(Q, K), 150))) @ V",
     "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V",
+    // Documents: on sm_90 the wgmma tile copies their K/V by TMA and zeroes the V rows past a
+    // document's end (fwd_wgmma.cuh), alone and next to a window and a modifier.
+    "softmax(document(causal(scaled_dot_product(Q, K)))) @ V",
+    "softmax(alibi(document(sliding_window(causal(scaled_dot_product(Q, K)), 300)))) @ V",
 };
 
 // RoPE programs in each placement: fused rotates inside the attention kernel; prerotate is the

@@ -205,6 +205,43 @@ TEST_F(CudaSparse, DocumentsDecodeSizedPackedBatch) {
   }
 }
 
+TEST_F(CudaSparse, DocumentsKeepTheirNeighboursNonFiniteValuesOut) {
+  // A document's last key tile runs into the next document's rows (Hopper copies whole tiles by
+  // TMA): masked scores are not enough there, since P = 0 times a NaN in V is NaN. Documents 1
+  // and 3 hold NaN in every K and V row; documents 0 and 2, whose last tiles reach into them,
+  // must come out bit for bit as with clean inputs, and the clean call must match the reference.
+  TRACE_SEED();
+  const Docs docs{"neighbours", {77, 130, 45, 200}, {77, 130, 45, 200}};
+  for (int d : {64, 128})
+    for (const char* prog : {kDocPrograms[0], kDocPrograms[1]}) {
+      SCOPED_TRACE(fmt::format("{} D {}", prog, d));
+      const KernelSpec spec = cuda_spec(prog, DType::BF16, d);
+      DocCall c = doc_call(spec, docs, 2, 4, 2, false, false, rng_);
+      const Outputs clean = run_device(spec, c.in.device, c.d);
+      EXPECT_TRUE(matches(expected(spec, c.in.host, c.d), spec.dtype, clean));
+      std::vector<uint16_t> k = c.in.k, v = c.in.v;
+      const uint16_t nan = 0x7fc0;  // bf16 NaN
+      for (int64_t bh = 0; bh < c.d.B * c.d.Hkv; ++bh)
+        for (int doc : {1, 3})
+          for (int64_t j = c.k.i64[doc]; j < c.k.i64[doc + 1]; ++j)
+            for (int x = 0; x < d; ++x) k[(bh * c.d.Nk + j) * d + x] = v[(bh * c.d.Nk + j) * d + x] = nan;
+      const gpu_test::DeviceBuffer dk = gpu_test::upload(k), dv = gpu_test::upload(v);
+      AttentionArgs poisoned = c.in.device;
+      poisoned.k.data = dk.get();
+      poisoned.v.data = dv.get();
+      const Outputs got = run_device(spec, poisoned, c.d);
+      int64_t differing = 0, rows = 0;
+      for (int64_t bh = 0; bh < c.d.B * c.d.Hq; ++bh)
+        for (int doc : {0, 2})
+          for (int64_t i = c.q.i64[doc]; i < c.q.i64[doc + 1]; ++i, ++rows) {
+            const int64_t r = bh * c.d.Nq + i;
+            differing += !std::equal(got.out.begin() + r * d, got.out.begin() + (r + 1) * d, clean.out.begin() + r * d) ||
+                         got.lse[r] != clean.lse[r];
+          }
+      EXPECT_EQ(differing, 0) << "of " << rows << " rows of documents 0 and 2";
+    }
+}
+
 TEST_F(CudaSparse, DocumentRefusals) {
   // Length-dependent RoPE scalings read the longest document, which lives in device memory;
   // prerotate has no document form; an explicit q_offset does not apply to documents.

@@ -74,9 +74,12 @@ int page_list_slots(const KernelSpec& spec) {
 }
 
 bool uses_tma(const KernelSpec& spec) {
-  // The wgmma prefill form takes contiguous K/V only; the decode tiles take pages too.
-  return ((spec.tile.wgmma && spec.kv_layout == KvLayout::Contiguous) || (spec.tile.tma_kv && !spec.tile.wgmma)) &&
-         !spec.masks.has(MaskKind::Document);
+  // The wgmma prefill form takes contiguous K/V, packed documents included: a tile is the
+  // document's rows k_row0 + n0 .., and those past its end (the next document's, or the copy
+  // engine's zeros past the tensor) are masked in S and zeroed in V (fwd_wgmma.cuh). The decode
+  // tiles take pages too, but not documents.
+  if (spec.tile.wgmma) return spec.kv_layout == KvLayout::Contiguous;
+  return spec.tile.tma_kv && !spec.masks.has(MaskKind::Document);
 }
 
 bool rotates_in_kernel(const KernelSpec& spec) { return rotates_in_kernel(spec.score, spec.rope_mode); }

@@ -37,7 +37,7 @@ struct Spec {
   // Hopper: the two matrix products as warpgroup MMAs on swizzled tiles.
   static constexpr bool kWgmma = true;
   // ... with K/V tiles loaded by the copy engine (TMA) when the call's tensor maps are valid.
-  static constexpr bool kTmaKV = false;
+  static constexpr bool kTmaKV = true;
   // ... issued by warps of their own (one more warp for decode tiles, a warpgroup for wgmma).
   static constexpr bool kProducerWarp = false;
 

@@ -302,7 +302,8 @@ struct FwdKernel {
       }
       return;
     }
-    const int row = nb * kBN;
+    // A document's tiles start at its first row (k_row0: 0 without documents).
+    const int row = (int)w.k_row0 + nb * kBN;
     mbar_expect_tx(bar, 2 * kBN * kD * 2);
 #pragma unroll
     for (int cb = 0; cb < kD / 64; ++cb) {

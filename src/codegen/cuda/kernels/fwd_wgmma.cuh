@@ -11,8 +11,9 @@
 //
 // K/V tiles arrive by TMA (Spec::kTmaKV with FwdParams::tma_kv: one thread issues two boxes of
 // 64 dims per 64-dim column block, landing already swizzled, and every thread waits on the
-// stage's "full" mbarrier) or, where the host found no valid tensor map (paged caches, documents,
-// strides the copy engine cannot take), by cp.async from every thread as on sm_80.
+// stage's "full" mbarrier; packed documents too, zero_foreign_v_rows) or, where the host found
+// no valid tensor map (paged caches, strides the copy engine cannot take), by cp.async from every
+// thread as on sm_80.
 //
 // Two schedules:
 //  - decoupled (every TMA call): no block-wide barrier in the loop. Each warp releases a stage
@@ -247,6 +248,29 @@ struct WgmmaMainloop {
     }
   }
 
+  // Documents by TMA: the tile's rows at and past its document's end (len_k) hold the next
+  // document's keys, or the copy engine's zeros past the tensor. Their scores are masked by
+  // selection, but P = 0 times a non-finite V element is NaN, so their V rows are zeroed before
+  // any P V product reads the stage: every computing thread stores a share, the proxy fence
+  // orders the stores before the wgmma (and the stage's next TMA write), and a barrier of the
+  // computing warps publishes them. Uniform over the block, once per block at most (the
+  // document's last tile).
+  static __device__ __forceinline__ void zero_foreign_v_rows(const W& w, Element* v_tile, int n0) {
+    const int live = w.len_k - n0;
+    if (live >= kBN) return;
+    constexpr int kRowChunks = 128 / 16;  // a swizzled row of one 64-dim column block: 8 x 16 bytes
+    const int rows = kBN - (live > 0 ? live : 0);
+    for (int c = threadIdx.x; c < (kD / 64) * rows * kRowChunks; c += Kernel::kThreads) {
+      const int cb = c / (rows * kRowChunks), rest = c % (rows * kRowChunks);
+      // Whole rows: the swizzle permutes chunks within a row, so the row's 128 bytes are these.
+      char* row = reinterpret_cast<char*>(v_tile) + cb * kBN * 128 + (kBN - rows + rest / kRowChunks) * 128;
+      *reinterpret_cast<uint4*>(row + (rest % kRowChunks) * 16) = make_uint4(0, 0, 0, 0);
+    }
+    fence_proxy_async_smem();
+    if constexpr (Kernel::kProducer) Kernel::compute_sync();
+    else __syncthreads();
+  }
+
   // Loads key tile `it` into stage `stage`: by the copy engine (TMA, called by the loader thread
   // alone, completing on the stage's full barrier) or by every thread with cp.async (one commit
   // group).
@@ -353,6 +377,9 @@ struct WgmmaMainloop {
         fence_proxy_async_smem();
         if (kProduced && tma) Kernel::compute_sync();
         else __syncthreads();
+      }
+      if constexpr (Kernel::SpecType::kDocument) {
+        if (tma) zero_foreign_v_rows(w, sV + (rel % kS) * kKVTile, w.tile(p, it) * kBN);
       }
       // Tile rel + kS - 2 into the stage of tile rel - 2.
       if (rel > 0 && !(kProduced && tma)) {
