@@ -26,7 +26,9 @@ Suites (--suite, default all):
   documents  softmax(document(causal(scaled_dot_product(Q, K)))) @ V on 16k packed tokens of 8
              documents (B 1; Llama-3-8B: Hq 32, Hkv 8, D 128; GPT-2, not with --quick: H 12, D 64),
              cu_seqlens as device int32, against flex with a
-             document mask_mod and FlashAttention-2 varlen through PyTorch (skipped if absent).
+             document mask_mod and FlashAttention-2 varlen through PyTorch (skipped if absent);
+             then varlen decode: 32 sequences of one query each with caches of 1k-32k keys packed
+             as documents (Llama-3-8B), TB/s of K/V, against FA2 varlen.
 
 Timing (--timing): `graph` (default) captures `inner` back-to-back calls, rotating over enough
 input sets that the working set exceeds the L2, into a CUDA graph and times its replays, so host
@@ -50,6 +52,7 @@ build/lib/libattnfuse_c.so. --out DIR receives <suite>.json per suite and summar
 import argparse
 import ctypes
 import datetime
+import itertools
 import json
 import math
 import os
@@ -421,10 +424,11 @@ class Ours:
         except Exception as e:  # noqa: BLE001 - e.g. the block mask could not be built
             return {"error": str(e).splitlines()[0][:300]}
 
-    def call(self, handle, q, k, v, out, paged=None, block_mask=None, cu_seqlens=None):
+    def call(self, handle, q, k, v, out, paged=None, block_mask=None, cu_seqlens=None, cu_seqlens_k=None):
         """A zero-argument callable launching on the current stream (raises on a bad status).
         paged: dict(k_pages, v_pages, layout, page_indices, page_indptr, last_page_len) of device
-        tensors (int32 for the table); cu_seqlens: a device int32 tensor [num_docs + 1]."""
+        tensors (int32 for the table); cu_seqlens: a device int32 tensor [num_docs + 1] for the
+        queries and, unless cu_seqlens_k is given, the keys."""
         a = Args()
         a.q, a.out = as_tensor(q), as_tensor(out)
         keep = [q, out]
@@ -451,6 +455,11 @@ class Ours:
             off = Offsets(cu_seqlens.data_ptr(), 0, 1, cu_seqlens.numel(), cu_seqlens.numel())
             keep += [cu_seqlens, off]
             a.cu_seqlens_q = a.cu_seqlens_k = ctypes.pointer(off)
+            if cu_seqlens_k is not None:
+                assert cu_seqlens_k.dtype == torch.int32 and cu_seqlens_k.numel() == cu_seqlens.numel()
+                off_k = Offsets(cu_seqlens_k.data_ptr(), 0, 1, cu_seqlens_k.numel(), cu_seqlens_k.numel())
+                keep += [cu_seqlens_k, off_k]
+                a.cu_seqlens_k = ctypes.pointer(off_k)
         lib, args_ref = self.lib, ctypes.byref(a)
 
         def run():
@@ -981,10 +990,12 @@ def doc_lengths(total, n, seed):
     return [b - a for a, b in zip(bounds, bounds[1:])]
 
 
-def flash_varlen(q, k, v, cu, max_len):
-    """FlashAttention-2 varlen through PyTorch's aten op: [total, H, D] layouts, causal per doc."""
+def flash_varlen(q, k, v, cu, max_len, cu_k=None, max_k=None):
+    """FlashAttention-2 varlen through PyTorch's aten op: [total, H, D] layouts, causal per doc
+    (bottom-right aligned where a document has fewer queries than keys)."""
     op = torch.ops.aten._flash_attention_forward
-    out = op(q, k, v, cu, cu, max_len, max_len, 0.0, True, False, scale=1.0 / math.sqrt(q.shape[-1]))
+    out = op(q, k, v, cu, cu if cu_k is None else cu_k, max_len, max_len if max_k is None else max_k, 0.0, True,
+             False, scale=1.0 / math.sqrt(q.shape[-1]))
     return out[0]
 
 
@@ -995,6 +1006,64 @@ DOC_GEOMETRIES = (("llama3-8b", 32, 8, 128), ("gpt2", 12, 12, 64))
 def run_documents(ours, args, quick):
     for geo in DOC_GEOMETRIES[:1] if quick else DOC_GEOMETRIES:
         run_documents_cell(ours, args, *geo)
+    run_varlen_decode(ours, args)
+
+
+def run_varlen_decode(ours, args, seqs=32, Hq=32, Hkv=8, D=128):
+    """Varlen decode: `seqs` sequences of one query each, packed with their caches of random
+    lengths (1k-32k keys) as documents (cu_seqlens_q = 0, 1, .., cu_seqlens_k = the caches'
+    offsets); TB/s of K and V read. Against FA2 varlen with the same offsets."""
+    name = f"varlen decode llama3-8b B{seqs}"
+    if args.filter not in name:
+        return
+    t0 = time.time()
+    rng = random.Random(11)
+    lens = [rng.randrange(1024, 32769) for _ in range(seqs)]
+    N = sum(lens)
+    say(f"== varlen decode: {DOCUMENTS_PROGRAM}, bf16, Hq{Hq} Hkv{Hkv} D{D}, {seqs} sequences of one query, "
+        f"caches of {min(lens)}-{max(lens)} keys ({N} in all) packed as documents; TB/s of K and V read")
+    handle, cerr = ours.compile(DOCUMENTS_PROGRAM, D, torch.bfloat16)
+    cu_q = torch.arange(seqs + 1, dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device=DEV)
+    per_set = 2 * Hkv * N * D * 2
+    gen = torch.Generator(device=DEV).manual_seed(11)
+    inputs = []
+    for _ in range(sets_for(per_set, free_bytes() * 0.3)):
+        q = torch.randn(1, Hq, seqs, D, device=DEV, dtype=torch.bfloat16, generator=gen)
+        k = torch.randn(1, Hkv, N, D, device=DEV, dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(1, Hkv, N, D, device=DEV, dtype=torch.bfloat16, generator=gen)
+        inputs.append((q, k, v))
+    impls = {"attnfuse": ours.impl(handle, cerr, lambda: [
+        ours.call(handle, q, k, v, torch.full_like(q, float("nan")), cu_seqlens=cu_q, cu_seqlens_k=cu_k)
+        for (q, k, v) in inputs], "cu_seqlens: device int32")}
+    if not args.ours_only:
+        packed = [tuple(t[0].transpose(0, 1).contiguous() for t in x) for x in inputs]
+        try:
+            flash_varlen(*packed[0], cu_q, 1, cu_k, max(lens))
+            torch.cuda.synchronize()
+            impls["sdpa_flash_varlen"] = {
+                "fns": [lambda x=x: flash_varlen(*x, cu_q, 1, cu_k, max(lens)).transpose(0, 1).unsqueeze(0)
+                        for x in packed],
+                "note": "aten._flash_attention_forward varlen, [total, H, D] inputs (layout copies untimed)",
+                "_keep": packed}
+        except Exception as e:  # noqa: BLE001 - no varlen flash in this torch: skip
+            impls["sdpa_flash_varlen"] = {"error": f"skipped: {str(e).splitlines()[0][:150]}"}
+    q, k, v = inputs[0]
+    check = sorted({0, 1, seqs // 2, seqs - 1})
+    g = Hq // Hkv
+    refs = []
+    for d in check:
+        kd, vd = k[0, :, cu_k[d]:cu_k[d + 1]].double(), v[0, :, cu_k[d]:cu_k[d + 1]].double()
+        qd = q[0, :, d].double().view(Hkv, g, D)
+        p = torch.softmax(torch.einsum("hgd,hjd->hgj", qd, kd) / math.sqrt(D), dim=-1)
+        refs.append(torch.einsum("hgj,hjd->hgd", p, vd).reshape(Hq, D))
+    ref = torch.stack(refs, dim=1).unsqueeze(0)
+    res = validate_and_time(impls, lambda o: rel_err(o[:, :, check], ref), args)
+    header("TB/s")
+    print_rows(name, res, "tb_per_s", lambda ms: per_set / (ms * 1e-3) / 1e12)
+    SINK.add({"case": name, "seqs": seqs, "Hq": Hq, "Hkv": Hkv, "D": D, "kv_lengths": lens, "Nq": 1,
+              "program": DOCUMENTS_PROGRAM, "dtype": "bf16", "kv_bytes": per_set, "impls": res})
+    say(f"  ({time.time() - t0:.1f} s)")
 
 
 def run_documents_cell(ours, args, geo, Hq, Hkv, D):

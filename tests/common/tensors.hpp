@@ -123,7 +123,8 @@ class AttentionCase {
 BlockMask random_block_mask(const Shape& shape, int block_q, int block_k, uint64_t seed,
                             bool broadcast = false);
 
-// A seed from the system's entropy (print it with SCOPED_TRACE so a failure can be replayed).
+// A seed from the system's entropy, or ATTNFUSE_TEST_SEED where it is set (print it with
+// SCOPED_TRACE so a failure can be replayed with that variable).
 uint64_t fresh_seed();
 
 // Spec built by hand: masks, modifiers in program order, norm, scalars.
