@@ -144,15 +144,15 @@ RopeMode CudaKernel::default_mode() const {
 }
 
 bool CudaKernel::decode_tma(RopeMode mode, KvLayout kv, PageCopy pages) const {
-  // Hopper: K/V by TMA where the tiles are plain copies (no documents, no rotation or pair
-  // pruning in shared memory, whole 64-dim column blocks), and for paged caches only where the
+  // Hopper: K/V by TMA where the tiles are plain copies (no rotation or pair pruning in shared
+  // memory, whole 64-dim column blocks), and for paged caches only where the
   // page size is a multiple of 8 rows: the cp.async fallback inside a TMA module reads pages
   // slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
   // bench/results/2026-12-02-h200-session13/call4/).
   // sm_90 only: the copy-engine and mbarrier primitives are compiled for sm_90a alone
   // (wgmma.cuh, ATTNFUSE_WGMMA), so on newer GPUs they would be empty and the tile never filled.
   return device_info().arch() == 90 && decode_tma_enabled() &&
-         (kv == KvLayout::Contiguous || pages != PageCopy::CpAsync) && !spec_.masks.has(MaskKind::Document) &&
+         (kv == KvLayout::Contiguous || pages != PageCopy::CpAsync) &&
          spec_.score != ScoreKind::RopeWindow && !codegen::cuda::rotates_in_kernel(spec_.score, mode) &&
          spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 && (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
 }
@@ -253,10 +253,11 @@ struct CallShape {
   int64_t B, Hq, Nq, Hkv;
   int64_t mean_nk;  // keys per sequence (the mean over a paged batch or over documents)
   int64_t docs;     // documents (1 without)
+  int64_t queries;  // queries per sequence (queries_per_sequence)
 };
 
 CallShape call_shape(const AttentionArgs& a) {
-  CallShape c{a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k.shape[1], a.k.shape[2], 1};
+  CallShape c{a.q.shape[0], a.q.shape[1], a.q.shape[2], a.k.shape[1], a.k.shape[2], 1, 0};
   if (a.paged) {
     const PagedKV& pk = *a.paged;
     c.Hkv = pk.heads();
@@ -266,6 +267,7 @@ CallShape call_shape(const AttentionArgs& a) {
     c.docs = std::max<int64_t>(a.cu_seqlens_k->length - 1, 1);
     c.mean_nk = c.mean_nk / c.docs;
   }
+  c.queries = queries_per_sequence(c.Nq, c.docs);
   return c;
 }
 
@@ -322,11 +324,11 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
                                           "which a per-head BlockMask cannot share; use a head-broadcast mask");
     pl.decode = true;
   } else {
-    pl.decode = tuning.variant == LaunchTuning::Variant::Auto && packable && c.Nq <= kDecodeMaxQueries;
+    pl.decode = tuning.variant == LaunchTuning::Variant::Auto && packable && c.queries <= kDecodeMaxQueries;
   }
   pl.rope_mode = spec_.score == ScoreKind::ScaledDot ? spec_.rope_mode : rope_mode_for(args, scalars, pl.decode);
   const int64_t group = pl.decode ? ratio : 1;
-  const int64_t decode_rows = pl.decode ? group * c.Nq : 0;
+  const int64_t decode_rows = pl.decode ? group * c.queries : 0;
   // How the decode tiles copy a paged cache's pages: by TMA on Hopper where the page size is a
   // multiple of 8 rows (boxes of 64 rows or more where it is a multiple of 64), else cp.async.
   PageCopy pages = PageCopy::TmaSmallBoxes;

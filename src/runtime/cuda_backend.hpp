@@ -61,8 +61,8 @@ struct LaunchTuning {
   // Split-KV factor: 0 = chosen from the SM count and the lengths (passes/split_kv.hpp), 1 = no
   // split, n = the key tiles of every query tile cut into n parts merged by the combine kernel.
   int num_splits = 0;
-  // Auto: the decode variant (GQA-packed 64-row tiles) when Nq <= kDecodeMaxQueries, else the
-  // prefill variant.
+  // Auto: the decode variant (GQA-packed 16- or 64-row tiles) when queries_per_sequence <=
+  // kDecodeMaxQueries, else the prefill variant.
   enum class Variant { Auto, Prefill, Decode } variant = Variant::Auto;
   // Where a split decode call merges its splits: false = in the decode kernel (the last block of
   // each tile merges), true = in the separate combine kernel (as prefill splits always do).
@@ -94,9 +94,15 @@ enum class PageCopy { TmaSmallBoxes, CpAsync, TmaLargeBoxes, TmaSmallBoxesProduc
 // -> 0.0432 ms (contiguous 0.0387), every other paged cell 0.998-1.002x.
 inline constexpr int64_t kPagedProducerMaxKeys = 4096;
 
-// Queries per call up to which the runtime picks the decode variant (speculative decoding
+// Queries per sequence up to which the runtime picks the decode variant (speculative decoding
 // drafts up to 16 tokens).
 inline constexpr int64_t kDecodeMaxQueries = 16;
+
+// The queries per sequence that choose the variant and size its tiles: Nq, or over packed
+// documents the mean per document, rounded up. Their offsets are on the device, so the plan
+// cannot read each length; a document with more queries than the mean takes more decode tiles
+// (work.cuh gives every document its own), each as exact.
+inline int64_t queries_per_sequence(int64_t nq, int64_t docs) { return docs > 1 ? (nq + docs - 1) / docs : nq; }
 
 // Decode calls whose blocks each stream at most this many keys launch as programmatic dependents
 // (LaunchTuning::DependentLaunch::Auto): back to back, the next call's blocks are scheduled while

@@ -68,7 +68,7 @@ TEST(LaunchShape, OnlyDensePagedDecodeTilesAtUpTo128DimsStageIds) {
 
 TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTiles) {
   // TileConfig::producer_warp adds one warp to the block and to the emitted Spec where the decode
-  // tile copies K/V by TMA; elsewhere (cp.async tiles, documents' decode tiles) it is inert.
+  // tile copies K/V by TMA (documents' decode tiles too); elsewhere (cp.async tiles) it is inert.
   KernelSpec tma = decode_spec(kCausal, 128, true, true);
   tma.tile.tma_kv = true;
   EXPECT_EQ(codegen::cuda::threads_per_block(tma), 128);
@@ -88,8 +88,10 @@ TEST(LaunchShape, TheProducerWarpIsAFifthWarpOfTmaDecodeTiles) {
   EXPECT_EQ(codegen::cuda::threads_per_block(padded), 128);
   EXPECT_NE(codegen::cuda::emit_forward(padded).find("kProducerWarp = false;"), std::string::npos);
   KernelSpec docs = decode_spec("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 128, false, true);
-  docs.tile.tma_kv = docs.tile.producer_warp = true;  // documents' decode tiles never copy by TMA
-  EXPECT_FALSE(codegen::cuda::producer_warp(docs));
+  docs.tile.tma_kv = docs.tile.producer_warp = true;
+  EXPECT_TRUE(codegen::cuda::producer_warp(docs));
+  EXPECT_EQ(codegen::cuda::threads_per_block(docs), 160);
+  EXPECT_NE(codegen::cuda::emit_forward(docs).find("kTmaKV = true;"), std::string::npos);
 }
 
 TEST(LaunchShape, TheWgmmaTilesProducerIsAWarpgroup) {

@@ -151,6 +151,13 @@ std::vector<Variant> variants_of(Group group) {
   variants.push_back({plain, DType::F16, 64, 90, RopeMode::Fused, 16, true, true, false, true});
   for (bool paged : {false, true})  // the wide tile (64 rows: speculative decoding's wide groups)
     variants.push_back({plain, DType::BF16, 128, 90, RopeMode::Fused, 64, paged, false, false, true});
+  // Packed documents' decode tiles by TMA (a serving batch of short query runs): narrow, split
+  // and not, wide, fp16 D = 64, and with the producer warp.
+  const char* docs = "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V";
+  for (bool split : {false, true}) variants.push_back({docs, DType::BF16, 128, 90, RopeMode::Fused, 16, false, split});
+  variants.push_back({docs, DType::BF16, 128, 90, RopeMode::Fused, 64, false, false});
+  variants.push_back({docs, DType::F16, 64, 90, RopeMode::Fused, 16, false, true});
+  variants.push_back({docs, DType::BF16, 128, 90, RopeMode::Fused, 16, false, true, false, true});
   return variants;
 }
 
@@ -171,7 +178,7 @@ void expect_compiles_without_spills(Group group) {
         // sm_90 decode tiles, contiguous or paged, take K/V by TMA where the runtime would
         // (CudaKernel::resolved), contiguous ones with Hopper's 128-key tile at D = 128.
         const bool tma = v.decode_rows > 0 && v.arch == 90 && v.head_dim <= 128 &&
-                         spec.score == ScoreKind::ScaledDot && !spec.masks.has(MaskKind::Document);
+                         spec.score == ScoreKind::ScaledDot;
         if (v.decode_rows > 0)
           spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split,
                                                   passes::cuda_decode_wide_keys(tma, v.paged, v.large_boxes));

@@ -57,7 +57,10 @@ struct Docs {
 
 std::string join(const std::vector<int64_t>& v) {
   std::string s;
-  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  for (int64_t x : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
   return s;
 }
 
@@ -139,7 +142,8 @@ void check_docs(const KernelSpec& spec, const Docs& docs, std::mt19937_64& rng, 
   const gpu_test::Expected e = expected(spec, c.in.host, c.d);
   for (const LaunchTuning& t : tunings) {
     SCOPED_TRACE(tuning_name(t));
-    if (t.variant == Variant::Auto && c.d.Nq <= runtime::kDecodeMaxQueries) {
+    if (t.variant == Variant::Auto &&
+        runtime::queries_per_sequence(c.d.Nq, std::ssize(docs.q)) <= runtime::kDecodeMaxQueries) {
       EXPECT_TRUE(runtime::cuda_kernel(spec).plan(c.in.device, spec.scalars, t).decode);
     }
     EXPECT_TRUE(matches(e, spec.dtype, run_device(spec, c.in.device, c.d, t)));
@@ -203,6 +207,27 @@ TEST_F(CudaSparse, DocumentsDecodeSizedPackedBatch) {
     check_docs(spec, docs, rng_, false, false, 2, 8, 2, tunings);
     check_docs(spec, docs, rng_, true, true, 2, 8, 1, tunings);
   }
+}
+
+TEST_F(CudaSparse, DocumentsVarlenDecodeBeyondSixteenQueries) {
+  // A serving batch: 24 sequences of 1-3 new tokens packed along the sequence axis, more than 16
+  // queries in all, and one sequence of 40 (more than its share: several decode tiles). The
+  // variant follows the queries per document, so this is still the decode tile (by TMA on Hopper,
+  // its last tiles reaching into the next sequence's rows).
+  TRACE_SEED();
+  std::uniform_int_distribution<int64_t> nq(1, 3), nk(1, 1500);
+  Docs docs{"24 sequences", {}, {}};
+  for (int i = 0; i < 24; ++i) {
+    docs.q.push_back(i == 9 ? 40 : nq(rng_));
+    docs.k.push_back(docs.q.back() + nk(rng_));
+  }
+  const std::vector<LaunchTuning> tunings = {LaunchTuning{0}, LaunchTuning{1}, LaunchTuning{1, Variant::Prefill}};
+  for (const char* prog : {kDocPrograms[1], kDocPrograms[4]})
+    for (int d : {64, 128}) {
+      SCOPED_TRACE(fmt::format("{} D {}", prog, d));
+      const KernelSpec spec = cuda_spec(prog, DType::BF16, d);
+      check_docs(spec, docs, rng_, false, false, 1, 16, 4, tunings);
+    }
 }
 
 TEST_F(CudaSparse, DocumentsKeepTheirNeighboursNonFiniteValuesOut) {

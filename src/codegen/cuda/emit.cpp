@@ -76,10 +76,10 @@ int page_list_slots(const KernelSpec& spec) {
 bool uses_tma(const KernelSpec& spec) {
   // The wgmma prefill form takes contiguous K/V, packed documents included: a tile is the
   // document's rows k_row0 + n0 .., and those past its end (the next document's, or the copy
-  // engine's zeros past the tensor) are masked in S and zeroed in V (fwd_wgmma.cuh). The decode
-  // tiles take pages too, but not documents.
+  // engine's zeros past the tensor) are masked in S and zeroed in V (zero_tail_rows). The
+  // decode tiles take documents the same way, and pages too.
   if (spec.tile.wgmma) return spec.kv_layout == KvLayout::Contiguous;
-  return spec.tile.tma_kv && !spec.masks.has(MaskKind::Document);
+  return spec.tile.tma_kv;
 }
 
 bool rotates_in_kernel(const KernelSpec& spec) { return rotates_in_kernel(spec.score, spec.rope_mode); }

@@ -156,7 +156,7 @@ struct FwdKernel {
     if constexpr (kSwizzledKV) return sw128_offset<kBN>(r, ch);
     else return r * kStride + ch * 8;
   }
-  static_assert(!kTmaDecode || (kD % 64 == 0 && kD <= 128 && !kRotate && !kPairWindow && !Spec::kDocument),
+  static_assert(!kTmaDecode || (kD % 64 == 0 && kD <= 128 && !kRotate && !kPairWindow),
                 "TMA decode tiles copy whole 64-dim column blocks of K/V, unrotated");
 
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
@@ -312,11 +312,11 @@ struct FwdKernel {
     }
   }
 
-  // Paged TMA tiles: zeroes the V rows of tile n0 at and past the sequence's end (stale stage
-  // bits, or the last page's rows past its length), after the stage's barrier and before the
-  // step's block barrier publishes them. K's rows there need nothing: their scores are masked
-  // by selection. The proxy fence orders these generic stores before any later copy-engine
-  // write to the stage.
+  // TMA tiles of pages or documents: zeroes the V rows of tile n0 at and past the sequence's end
+  // (stale stage bits, the last page's rows past its length, or the next document's rows), after
+  // the stage's barrier and before the step's block barrier publishes them. K's rows there need
+  // nothing: their scores are masked by selection. The proxy fence orders these generic stores
+  // before any later copy-engine write to the stage.
   static __device__ __forceinline__ bool zero_tail_rows(const W& w, Element* v_tile, int n0) {
     const int live = w.len_k - n0;
     if (live >= kBN) return false;  // uniform over the block
@@ -743,12 +743,12 @@ struct FwdKernel {
       // follow. The producer cannot zero the rows itself: the last box's rows past the length
       // land after it issues (tried; the paged tests failed).
       bool zeroed = false;
-      if constexpr (Spec::kPagedKV) zeroed = zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
+      if constexpr (Spec::kPagedKV || Spec::kDocument) zeroed = zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
       if (rel == 0 || zeroed) compute_sync();  // Q, or the zeroed V rows, seen by every computing warp
     } else if (tma) {
       cp_async_wait<0>();  // Q, the only cp.async group
       mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);  // the stage's (rel / kStages)-th use
-      if constexpr (Spec::kPagedKV) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
+      if constexpr (Spec::kPagedKV || Spec::kDocument) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
     } else {
       cp_async_wait<kStages - 2>();
     }

@@ -250,25 +250,15 @@ struct WgmmaMainloop {
 
   // Documents by TMA: the tile's rows at and past its document's end (len_k) hold the next
   // document's keys, or the copy engine's zeros past the tensor. Their scores are masked by
-  // selection, but P = 0 times a non-finite V element is NaN, so their V rows are zeroed before
-  // any P V product reads the stage: every computing thread stores a share, the proxy fence
-  // orders the stores before the wgmma (and the stage's next TMA write), and a barrier of the
-  // computing warps publishes them. Uniform over the block, once per block at most (the
-  // document's last tile).
+  // selection, but P = 0 times a non-finite V element is NaN, so their V rows are zeroed
+  // (FwdKernel::zero_tail_rows, the paged tiles' zeroing: same swizzled layout) before any P V
+  // product reads the stage, and a barrier of the computing warps publishes them. Uniform over
+  // the block, once per block at most (the document's last tile).
   static __device__ __forceinline__ void zero_foreign_v_rows(const W& w, Element* v_tile, int n0) {
-    const int live = w.len_k - n0;
-    if (live >= kBN) return;
-    constexpr int kRowChunks = 128 / 16;  // a swizzled row of one 64-dim column block: 8 x 16 bytes
-    const int rows = kBN - (live > 0 ? live : 0);
-    for (int c = threadIdx.x; c < (kD / 64) * rows * kRowChunks; c += Kernel::kThreads) {
-      const int cb = c / (rows * kRowChunks), rest = c % (rows * kRowChunks);
-      // Whole rows: the swizzle permutes chunks within a row, so the row's 128 bytes are these.
-      char* row = reinterpret_cast<char*>(v_tile) + cb * kBN * 128 + (kBN - rows + rest / kRowChunks) * 128;
-      *reinterpret_cast<uint4*>(row + (rest % kRowChunks) * 16) = make_uint4(0, 0, 0, 0);
+    if (Kernel::zero_tail_rows(w, v_tile, n0)) {
+      if constexpr (Kernel::kProducer) Kernel::compute_sync();
+      else __syncthreads();
     }
-    fence_proxy_async_smem();
-    if constexpr (Kernel::kProducer) Kernel::compute_sync();
-    else __syncthreads();
   }
 
   // Loads key tile `it` into stage `stage`: by the copy engine (TMA, called by the loader thread
