@@ -42,6 +42,21 @@ gpu_suite_sharded() {  # limit [shards [bin]]
     grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests_shard$i.log" | head -10 >> "$D"
   done
 }
+# bench/gpu_decode.py --suite documents, ours only, over two interleaved rounds of the base build
+# (.devcarry-base) and the new one (.devcarry), each run within LIMIT seconds: logs in
+# $W/docs_{base,new}_r{1,2}.log, each run's attnfuse rows (documents and varlen decode) said.
+docs_ab() {  # limit
+  local round v lib
+  for round in 1 2; do
+    for v in base new; do
+      lib=.devcarry/lib/libattnfuse_c.so
+      [ $v = base ] && lib=.devcarry-base/lib/libattnfuse_c.so
+      timeout "$(left "$1")" python3 bench/gpu_decode.py --lib $lib --suite documents --ours-only \
+        --out "$W/docs_${v}_r$round" > "$W/docs_${v}_r$round.log" 2>&1
+      say "r$round $v rc=$? $(grep -E '^(documents|varlen).* attnfuse ' "$W/docs_${v}_r$round.log" | tr -s ' ' | cut -d' ' -f1-7 | tr '\n' ';')"
+    done
+  done
+}
 # bench/gpu_decode.py --suite SUITE on the carried build, with the peers, within LIMIT seconds:
 # its log in $W/NAME.log and results in $W/NAME/; says its exit status; every timed row goes
 # to the digest.

@@ -17,15 +17,7 @@ say "== 1. the whole GPU suite, 8 shards"
 gpu_suite_sharded "$(left 240)" 8
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. documents, ours only: base / new, two rounds"
-for round in 1 2; do
-  for v in base new; do
-    lib=.devcarry/lib/libattnfuse_c.so
-    [ $v = base ] && lib=.devcarry-base/lib/libattnfuse_c.so
-    timeout "$(left 60)" python3 bench/gpu_decode.py --lib $lib --suite documents --ours-only \
-      --out "$W/docs_${v}_r$round" > "$W/docs_${v}_r$round.log" 2>&1
-    say "r$round $v rc=$? $(grep -E '^documents .* attnfuse ' "$W/docs_${v}_r$round.log" | tr -s ' ' | cut -d' ' -f2-6 | tr '\n' ';')"
-  done
-done
+docs_ab 60
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. documents with the peers, new build"
 peer_sweep docs_peers documents "$(left 150)"

@@ -22,15 +22,7 @@ say "== 1. the whole GPU suite, 8 shards"
 gpu_suite_sharded "$(left 330)" 8
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. documents and varlen decode, ours only: base / new, two rounds"
-for round in 1 2; do
-  for v in base new; do
-    lib=.devcarry/lib/libattnfuse_c.so
-    [ $v = base ] && lib=.devcarry-base/lib/libattnfuse_c.so
-    timeout "$(left 60)" python3 bench/gpu_decode.py --lib $lib --suite documents --ours-only \
-      --out "$W/docs_${v}_r$round" > "$W/docs_${v}_r$round.log" 2>&1
-    say "r$round $v rc=$? $(grep -E '^(documents|varlen).* attnfuse ' "$W/docs_${v}_r$round.log" | tr -s ' ' | cut -d' ' -f1-7 | tr '\n' ';')"
-  done
-done
+docs_ab 60
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. decode A/B base / new (prefetch before the wait)"
 CELLS="$CELLS8" SUITE=decode AB=prefetch decode_ab "$(left 200)" base=.devcarry-base new=.devcarry
