@@ -626,8 +626,16 @@ struct FwdKernel {
           // more than 8 (exp2 domain), so probabilities stay at most 2^8 and O and l need no
           // rescale on most tiles (alpha = 1). O / l and the LSE are the same in exact arithmetic
           // for any reference value. (A row with no kept key yet has m = -inf: -inf - -inf is
-          // NaN, which fails the test and takes the tile's maximum.)
-          const float m_new = tile_max - row_m[a][hf] <= 8.f ? row_m[a][hf] : fmaxf(row_m[a][hf], tile_max);
+          // NaN, which fails the test and takes the tile's maximum.) Not in rounding, though: P V
+          // reads p rounded to the element type while l sums it unrounded, and a peaked row's
+          // largest p, exactly 1 under the running maximum, lands anywhere up to 2^8 and takes a
+          // rounding error the reference's does not. On the H200 an alibi decode row (bf16 D 64,
+          // 2049 keys, p = 0.74 on one key) came out 2.34375 for 2.32927, 0.0145 against a 0.0107
+          // bound (bench/results/2026-12-03-h200-session28/). The decode tiles are memory-bound and
+          // measured level with the lazy form (twenty-fifth session), so they rescale eagerly.
+          constexpr float kLazyMargin = W::kPack ? 0.f : 8.f;
+          const float m_new =
+              tile_max - row_m[a][hf] <= kLazyMargin ? row_m[a][hf] : fmaxf(row_m[a][hf], tile_max);
           // A row that has seen no kept key yet keeps m = -inf; use 0 so exp2 never sees inf - inf.
           const float m_use = m_new == neg_inf() ? 0.f : m_new;
           // Exactly 1 where the maximum is kept (ex2.approx is not specified exact at 0).
