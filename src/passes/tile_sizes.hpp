@@ -247,8 +247,8 @@ constexpr bool cuda_wgmma_eligible(const KernelSpec& s) {
 //    round): it keeps 128 rows, as its tiles cross more key tiles per row.
 // It takes the plain scores (prerotated rope included) under no mask, causal, or a causal
 // window, with softmax or ReLU, over a contiguous cache (TMA). Also kept at 128 rows:
-//  - block-sparse (masks come in 128-row blocks) and documents or paged caches (cp.async, not
-//    measured);
+//  - block-sparse (masks come in 128-row blocks), documents (by TMA since the twenty-seventh
+//    session) and paged caches (cp.async): not measured at 192 rows;
 //  - score modifiers and rope_window: at 160 registers their use falls on either side of the
 //    limit by combination (NVRTC sm_90a: alibi causal 112 B of spill, alibi dense none, softcap
 //    causal 116 B, rope_window 32-184 B), which no rule of a few lines tracks.
