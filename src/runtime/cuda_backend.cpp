@@ -145,9 +145,9 @@ RopeMode CudaKernel::default_mode() const {
 
 bool CudaKernel::decode_tma(RopeMode mode, KvLayout kv, PageCopy pages) const {
   // Hopper: K/V by TMA where the tiles are plain copies (no rotation or pair pruning in shared
-  // memory, whole 64-dim column blocks), and for paged caches only where the
-  // page size is a multiple of 8 rows: the cp.async fallback inside a TMA module reads pages
-  // slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
+  // memory, whole 64-dim column blocks; packed documents included), and for paged caches only
+  // where the page size is a multiple of 8 rows: the cp.async fallback inside a TMA module reads
+  // pages slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
   // bench/results/2026-12-02-h200-session13/call4/).
   // sm_90 only: the copy-engine and mbarrier primitives are compiled for sm_90a alone
   // (wgmma.cuh, ATTNFUSE_WGMMA), so on newer GPUs they would be empty and the tile never filled.

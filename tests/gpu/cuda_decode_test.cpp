@@ -193,7 +193,8 @@ TEST_F(CudaDecode, PeakedRowsKeepTheirLargestProbabilityExact) {
   // (error 0.0145 against a 0.0107 bound). The decode tiles now keep the eager maximum.
   std::mt19937_64 rng(4447857088062076409ull);
   const char* window = "softmax(alibi(sliding_window(causal(scaled_dot_product(Q, K)), 1500))) @ V";
-  check(window, DType::BF16, {1, 8, 1, 3, 2049, 64}, std::nullopt, rng, {LaunchTuning{1}, LaunchTuning{5}, LaunchTuning{0}});
+  check(window, DType::BF16, {1, 8, 1, 3, 2049, 64}, std::nullopt, rng,
+        {LaunchTuning{1}, LaunchTuning{5}, LaunchTuning{0}});
 }
 
 TEST_F(CudaDecode, RowsThatKeepNothing) {
