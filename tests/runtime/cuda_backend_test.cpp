@@ -1,5 +1,6 @@
 // The CUDA backend's host-side choices that need no GPU (runtime/cuda_backend.hpp): tiles fitted
-// to a device's shared memory per block (fit_shared_memory).
+// to a device's shared memory per block (fit_shared_memory), and the queries per sequence that
+// choose the decode variant.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,6 +38,20 @@ void for_each_decode_spec(F&& f) {
                                               << tma << " paged " << paged);
             f(decode_spec(d, rows, split, tma, paged > 0, paged == 2));
           }
+}
+
+TEST(DecodeChoice, QueriesPerSequenceAreTheCallsOrTheMeanPerDocument) {
+  // Without documents (docs = 1) the call's queries decide; packed documents decide by their
+  // mean, rounded up: 32 one-token sequences are a decode call, not 32 queries of one sequence.
+  EXPECT_EQ(queries_per_sequence(16, 1), 16);
+  EXPECT_EQ(queries_per_sequence(17, 1), 17);
+  EXPECT_EQ(queries_per_sequence(32, 32), 1);
+  EXPECT_EQ(queries_per_sequence(27, 12), 3);   // README's example: 1-3 tokens each
+  EXPECT_EQ(queries_per_sequence(88, 24), 4);   // 24 sequences, one of 40 (as in CudaSparse's varlen test)
+  EXPECT_EQ(queries_per_sequence(17 * 3, 3), 17);  // just past kDecodeMaxQueries
+  EXPECT_EQ(queries_per_sequence(0, 4), 0);
+  EXPECT_LE(queries_per_sequence(32, 32), kDecodeMaxQueries);
+  EXPECT_GT(queries_per_sequence(2048 + 7, 8), kDecodeMaxQueries);  // a prefill chunk among decodes
 }
 
 TEST(FitSharedMemory, HopperAndA100DecodeTilesAreLeftAsTheTilePassChoseThem) {
