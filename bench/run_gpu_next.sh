@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# Written in the twenty-sixth session for the next device call (not yet run), on c864601's tree or
-# later (build here: bash bench/make_device_carry.sh; carry .devcarry):
-#   1. the whole GPU suite, 8 shards: the landed kernels (the paged producer's first-tile rule and
-#      the L2-kept page table, with the merge as before) were run whole only together with the
-#      reverted 16-part merge loads (session 26, call3), and by every decode and paged cell of
-#      gpu_decode.py (validated before timing, call4);
-#   2. gpu_decode.py --suite all: the README's paged table on the landed build;
-#   3. the phase probe at 70B B1 / 32k, contiguous and paged, on the landed kernels.
+# A session's first device call on the current tree (written in the twenty-sixth session, run
+# as session 27's call1; build here: bash bench/make_device_carry.sh; carry .devcarry):
+#   1. the whole GPU suite, 8 shards;
+#   2. gpu_decode.py --suite all with the peers (the README's decode, paged, BigBird and
+#      documents figures);
+#   3. the phase probe at 70B B1 / 32k, contiguous and paged.
 # CAP bounds the whole (default 540 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
