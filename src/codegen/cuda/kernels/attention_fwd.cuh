@@ -317,6 +317,8 @@ struct FwdKernel {
   // the stage's barrier and before the step's block barrier publishes them. K's rows there need
   // nothing: their scores are masked by selection. The proxy fence orders these generic stores
   // before any later copy-engine write to the stage.
+  // The tiles whose copies can leave foreign or stale V rows past the sequence's end.
+  static constexpr bool kZeroTailRows = Spec::kPagedKV || Spec::kDocument;
   static __device__ __forceinline__ bool zero_tail_rows(const W& w, Element* v_tile, int n0) {
     const int live = w.len_k - n0;
     if (live >= kBN) return false;  // uniform over the block
@@ -751,12 +753,12 @@ struct FwdKernel {
       // follow. The producer cannot zero the rows itself: the last box's rows past the length
       // land after it issues (tried; the paged tests failed).
       bool zeroed = false;
-      if constexpr (Spec::kPagedKV || Spec::kDocument) zeroed = zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
+      if constexpr (kZeroTailRows) zeroed = zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
       if (rel == 0 || zeroed) compute_sync();  // Q, or the zeroed V rows, seen by every computing warp
     } else if (tma) {
       cp_async_wait<0>();  // Q, the only cp.async group
       mbar_wait(stage_full(sV) + stage * 8, (rel / kStages) & 1);  // the stage's (rel / kStages)-th use
-      if constexpr (Spec::kPagedKV || Spec::kDocument) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
+      if constexpr (kZeroTailRows) zero_tail_rows(w, sV + stage * kKVTile, nb * kBN);
     } else {
       cp_async_wait<kStages - 2>();
     }
