@@ -42,21 +42,25 @@ gpu_suite_sharded() {  # limit [shards [bin]]
     grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/tests_shard$i.log" | head -10 >> "$D"
   done
 }
-# bench/gpu_decode.py --suite documents, ours only, over two interleaved rounds of the base build
+# bench/gpu_decode.py --suite SUITE, ours only, over two interleaved rounds of the base build
 # (.devcarry-base) and the new one (.devcarry), each run within LIMIT seconds: logs in
-# $W/docs_{base,new}_r{1,2}.log, each run's attnfuse rows (documents and varlen decode) said.
-docs_ab() {  # limit
-  local round v lib
+# $W/SUITE_{base,new}_r{1,2}.log; says each run's attnfuse rows whose case matches ROWS (an
+# extended regex on the row's start). Extra arguments go to gpu_decode.py.
+suite_ab() {  # suite, rows, limit [gpu_decode.py args...]
+  local suite=$1 rows=$2 limit=$3 round v lib
+  shift 3
   for round in 1 2; do
     for v in base new; do
       lib=.devcarry/lib/libattnfuse_c.so
       [ $v = base ] && lib=.devcarry-base/lib/libattnfuse_c.so
-      timeout "$(left "$1")" python3 bench/gpu_decode.py --lib $lib --suite documents --ours-only \
-        --out "$W/docs_${v}_r$round" > "$W/docs_${v}_r$round.log" 2>&1
-      say "r$round $v rc=$? $(grep -E '^(documents|varlen).* attnfuse ' "$W/docs_${v}_r$round.log" | tr -s ' ' | cut -d' ' -f1-7 | tr '\n' ';')"
+      timeout "$(left "$limit")" python3 bench/gpu_decode.py --lib $lib --suite "$suite" --ours-only \
+        --out "$W/${suite}_${v}_r$round" "$@" > "$W/${suite}_${v}_r$round.log" 2>&1
+      say "r$round $v rc=$? $(grep -E "^($rows).* attnfuse " "$W/${suite}_${v}_r$round.log" | tr -s ' ' | cut -d' ' -f1-7 | tr '\n' ';')"
     done
   done
 }
+# The documents suite (documents and varlen decode rows) through suite_ab.
+docs_ab() { suite_ab documents 'documents|varlen' "$1"; }  # limit
 # bench/gpu_decode.py --suite SUITE on the carried build, with the peers, within LIMIT seconds:
 # its log in $W/NAME.log and results in $W/NAME/; says its exit status; every timed row goes
 # to the digest.

@@ -21,8 +21,10 @@ Suites (--suite, default all):
              are 9.2% there) and at 4k also of 64-blocks (7.6%, the paper's ~7.7% point), built
              from a dense uint8 grid with attnfuse_block_mask_from_dense, against compiled
              flex_attention with a BlockMask of the same grid (create_block_mask, BLOCK_SIZE = the
-             block) and SDPA with the dense boolean mask. TFLOP/s of active work; construction
-             times of both masks and the wall time of a first launch (the mask's upload).
+             block; at 64-blocks with kernel_options BLOCK_M = BLOCK_N = 64, since flex's tiles
+             must divide its blocks, and as flex_b128 over the same cells in 128-blocks) and SDPA
+             with the dense boolean mask. TFLOP/s of active work; construction times of both
+             masks and the wall time of a first launch (the mask's upload).
   documents  softmax(document(causal(scaled_dot_product(Q, K)))) @ V on 16k packed tokens of 8
              documents (B 1; Llama-3-8B: Hq 32, Hkv 8, D 128; GPT-2, not with --quick: H 12, D 64),
              cu_seqlens as device int32, against flex with a
@@ -934,10 +936,25 @@ def run_bigbird(ours, args, quick):
         if not args.ours_only:
             dense_mask = grid_dev.repeat_interleave(block, 0).repeat_interleave(block, 1)[:N, :N].contiguous()
             if flex_bm is not None:
-                impls["flex"] = {"fns": [lambda q=q, k=k, v=v: FLEX(q, k, v, block_mask=flex_bm) for (q, k, v) in inputs],
-                                 "note": f"create_block_mask(BLOCK_SIZE={block}) from the same grid"}
+                # flex's kernel tiles must divide its mask blocks: blocks finer than its default
+                # 128-row tile run with tiles of the block's size (kernel_options).
+                opts = {"BLOCK_M": block, "BLOCK_N": block} if block < 128 else None
+                impls["flex"] = {"fns": [lambda q=q, k=k, v=v: FLEX(q, k, v, block_mask=flex_bm, kernel_options=opts)
+                                         for (q, k, v) in inputs],
+                                 "note": f"create_block_mask(BLOCK_SIZE={block}) from the same grid"
+                                         + (f", kernel_options BLOCK_M = BLOCK_N = {block}" if opts else "")}
             else:
                 impls["flex"] = {"error": "flex unavailable or its BlockMask failed"}
+            if FLEX is not None and block < 128:
+                # The same cells in flex's own 128-blocks: its default tile, with the blocks that
+                # straddle active and inactive 64-blocks partial (mask_mod evaluated per cell).
+                try:
+                    bm128 = create_block_mask(mask_mod, 1, 1, N, N, device=DEV, BLOCK_SIZE=128)
+                    impls["flex_b128"] = {
+                        "fns": [lambda q=q, k=k, v=v: FLEX(q, k, v, block_mask=bm128) for (q, k, v) in inputs],
+                        "note": "create_block_mask(BLOCK_SIZE=128) over the same cells (partial blocks masked per cell)"}
+                except Exception as e:  # noqa: BLE001
+                    impls["flex_b128"] = {"error": str(e).splitlines()[0][:200]}
             impls["sdpa_dense_mask"] = {
                 "fns": [lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, attn_mask=dense_mask)
                         for (q, k, v) in inputs],
@@ -951,6 +968,9 @@ def run_bigbird(ours, args, quick):
         p = torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1)
         ref = torch.einsum("bhij,bhjd->bhid", p, v.double())
         del s, p
+        if args.peers:  # only these peers (ours always runs)
+            keep_peers = set(args.peers.split(","))
+            impls = {k: v for k, v in impls.items() if k == "attnfuse" or k in keep_peers}
         res = validate_and_time(impls, lambda o: rel_err(o[:, :, rows], ref), args)
         header("TFLOP/s")
         print_rows(name, res, "tflops", lambda ms: flops / (ms * 1e-3) / 1e12)
@@ -1207,7 +1227,8 @@ def main():
     ap.add_argument("--ours-only", action="store_true", help="skip the peers")
     ap.add_argument("--paged-layouts", default="nhd", choices=["nhd", "hnd", "nhd,hnd", "hnd,nhd"],
                     help="paged: the page layouts to time (NHD, FlashInfer's default; HND keeps a head's rows together)")
-    ap.add_argument("--peers", default="", help="decode: only these peers (comma list of sdpa_cudnn, sdpa_flash, flex)")
+    ap.add_argument("--peers", default="", help="decode and bigbird: only these peers (comma lists; decode: sdpa_cudnn, sdpa_flash, flex; "
+                         "bigbird: flex, flex_b128, sdpa_dense_mask)")
     ap.add_argument("--cells", default="",
                     help='decode: these cells instead of the default ones, "B,Hq,Hkv,KV;..." at D 128')
     ap.add_argument("--bigbird-block", type=int, choices=[64, 128], default=None,

@@ -159,6 +159,12 @@ struct TileConfig {
   // passes::cuda_arch_tile gives one). The decode tiles' is an experiment, off unless
   // ATTNFUSE_CUDA_DECODE_PRODUCER=1; ATTNFUSE_CUDA_WGMMA_PRODUCER=0 takes the wgmma tile's away.
   bool producer_warp = false;
+  // CUDA only, Hopper, the wgmma prefill tile of a block-sparse program: each warpgroup skips
+  // the mask blocks that keep none of its 64 rows' cells and reads those that keep all of them
+  // unmasked (a mask finer than the tile, coarsened to it, lists a block for every row of the
+  // tile that has one). Set per call by the runtime (CudaKernel::plan) where the mask's blocks
+  // have such rows (runtime::entry_states): the skipping loop costs masks that never skip.
+  bool skip_row_groups = false;
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };
 

@@ -64,7 +64,8 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.tile.pack_gqa), 1);       // the decode variant
   put(static_cast<uint64_t>(s.tile.tma_kv), 1);         // ... with K/V by TMA
   put(static_cast<uint64_t>(s.tile.producer_warp), 1);  // ... issued by a producer warp
-  return k;  // 60 bits
+  put(static_cast<uint64_t>(s.tile.skip_row_groups), 1);  // block-sparse row groups skip
+  return k;  // 61 bits
 }
 
 std::string describe(const KernelSpec& s) {
@@ -78,12 +79,13 @@ std::string describe(const KernelSpec& s) {
                                ? ""
                                : fmt::format(" ({} {})", rope_style_name(s.scalars.rope.style),
                                              rope_mode_name(s.rope_mode));
-  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}{}", score_kind_name(s.score), rope,
+  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}{}{}", score_kind_name(s.score), rope,
                      norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
                      dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
                      s.tile.wgmma ? (s.tile.producer_warp ? " wgmma producer" : " wgmma") : "",
                      s.tile.min_blocks > 1 ? fmt::format(" x{}/SM", s.tile.min_blocks) : "",
-                     s.tile.pack_gqa ? (s.tile.tma_kv ? (s.tile.producer_warp ? " decode tma producer" : " decode tma") : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "");
+                     s.tile.pack_gqa ? (s.tile.tma_kv ? (s.tile.producer_warp ? " decode tma producer" : " decode tma") : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "",
+                     s.tile.skip_row_groups ? " row-group skips" : "");
 }
 
 }  // namespace
@@ -135,6 +137,7 @@ int blocks_per_sm(const LoadedModule& m) {
 
 CudaKernel::CudaKernel(const KernelSpec& spec) : spec_(spec) {
   for (auto& v : variants_) v.store(nullptr);
+  for (auto& v : row_group_variants_) v.store(nullptr);
   prerotate_wgmma_ = spec_.score != ScoreKind::ScaledDot && resolved(RopeMode::Prerotate, 0, KvLayout::Contiguous).tile.wgmma;
 }
 
@@ -222,6 +225,16 @@ const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLay
   if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
   const LoadedModule& m =
       load_module(resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3, pages));
+  slot.store(&m, std::memory_order_release);
+  return m;
+}
+
+const LoadedModule& CudaKernel::row_group_module(RopeMode mode) const {
+  auto& slot = row_group_variants_[static_cast<int>(mode)];
+  if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
+  KernelSpec r = resolved(mode, 0, KvLayout::Contiguous);
+  r.tile.skip_row_groups = r.tile.wgmma && r.masks.has(MaskKind::BlockSparse);
+  const LoadedModule& m = load_module(r);
   slot.store(&m, std::memory_order_release);
   return m;
 }
@@ -347,7 +360,17 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   const int bm = m->spec.tile.block_q, bn = m->spec.tile.block_k;
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
-  if (mask && !pl.decode && !args.cu_seqlens_q) return plan_sparse(pl, *m, c, *mask, tuning);
+  if (mask && !pl.decode && !args.cu_seqlens_q) {
+    // A mask whose blocks leave some of the tile's 64-row groups without cells (one finer than
+    // the tile, coarsened to it) takes the module whose warpgroups skip those blocks. On the
+    // H200, BigBird at 64-blocks (4k, GPT-2 heads) went 0.224 -> 0.116 ms; the same loop cost
+    // full-block masks 7%, hence the per-call choice (bench/results/2026-12-04-h200-session29/).
+    if (m->spec.tile.wgmma && spec_.masks.has(MaskKind::BlockSparse)) {
+      const BlockMask* tiled = tile_block_mask(*mask, bm, bn);
+      if (tiled && upload_block_mask(*tiled).group_states) m = &row_group_module(pl.rope_mode);
+    }
+    return plan_sparse(pl, *m, c, *mask, tuning);
+  }
   // The key tiles a block visits with tiles of `block_k` keys.
   const auto tiles_of = [&](int block_k) -> int64_t {
     if (mask && mask->num_q_blocks() > 0) {
@@ -554,7 +577,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     const DeviceBlockMask& dm = upload_block_mask(*mask);
     p.bs_row_ptr = dm.row_ptr;
     p.bs_cols = dm.cols;
-    p.bs_full = dm.full;
+    p.bs_state = dm.state;
     p.bs_bits_ptr = reinterpret_cast<const af_i64*>(dm.bits_ptr);
     p.bs_bits = reinterpret_cast<const unsigned long long*>(dm.bits);
     p.bs_block_q = mask->block_q();

@@ -158,6 +158,10 @@ class CudaKernel {
   // how the decode tiles copy the pages (PageCopy).
   const LoadedModule& module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split = false,
                              PageCopy pages = PageCopy::TmaSmallBoxes) const;
+  // The wgmma prefill module whose warpgroups skip the block-sparse blocks that keep none of their
+  // rows' cells (TileConfig::skip_row_groups), for calls whose mask has such blocks; the plain
+  // prefill module elsewhere (the other tile forms do not skip).
+  const LoadedModule& row_group_module(RopeMode mode) const;
   RopeMode default_mode() const;
   int registers() const { return module(default_mode(), 0, KvLayout::Contiguous).registers; }
   CUfunction function() const { return module(default_mode(), 0, KvLayout::Contiguous).fwd; }
@@ -175,6 +179,7 @@ class CudaKernel {
   // 12 * K/V (contiguous, then paged by PageCopy); each compiled on first use. Specs that
   // resolve alike share one module.
   mutable std::atomic<const LoadedModule*> variants_[60];
+  mutable std::atomic<const LoadedModule*> row_group_variants_[3];  // by RopeMode
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).

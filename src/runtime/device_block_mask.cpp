@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnfuse/error.hpp"
+#include "codegen/cuda/kernels/params.cuh"
 
 namespace attnfuse::runtime {
 
@@ -59,6 +60,53 @@ const BlockMask* tile_block_mask(const BlockMask& mask, int bm, int bn) {
   return &copies.list.back()->mask;
 }
 
+std::vector<uint32_t> entry_states(const BlockMask& mask) {
+  using attnfuse_kernels::kBsFull, attnfuse_kernels::kBsGroupEmpty, attnfuse_kernels::kBsGroupFull;
+  const BlockMask::Csr c = mask.csr();
+  std::vector<uint32_t> state(c.cols.size(), 0);
+  const int64_t bq = mask.block_q(), bk = mask.block_k(), nqb = mask.num_q_blocks();
+  const int64_t groups = std::min<int64_t>((bq + attnfuse_kernels::kBsGroupRows - 1) / attnfuse_kernels::kBsGroupRows,
+                                           attnfuse_kernels::kBsMaxGroups);
+  const int64_t nrows = static_cast<int64_t>(c.row_ptr.size()) - 1;
+  // A group's cell test reads its rows' runs of bits; a row's run [r * bk, r * bk + cols) may
+  // start and end inside words.
+  auto run_bits = [](const uint64_t* w, int64_t lo, int64_t len, bool& any, bool& all) {
+    while (len > 0) {
+      const int64_t i = lo >> 6, off = lo & 63, n = std::min<int64_t>(len, 64 - off);
+      const uint64_t sel = n == 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << off;
+      any = any || (w[i] & sel) != 0;
+      all = all && (w[i] & sel) == sel;
+      lo += n;
+      len -= n;
+    }
+  };
+#pragma omp parallel for schedule(dynamic, 64) if (nrows > 256)
+  for (int64_t r = 0; r < nrows; ++r) {
+    const int64_t qb = r % nqb;
+    const int64_t rows_in = std::min<int64_t>(bq, mask.q_len() - qb * bq);
+    for (int64_t e = c.row_ptr[static_cast<size_t>(r)]; e < c.row_ptr[static_cast<size_t>(r) + 1]; ++e) {
+      const auto ue = static_cast<size_t>(e);
+      if (c.full[ue]) {
+        state[ue] = kBsFull;
+        continue;
+      }
+      const int64_t cols_in = std::min<int64_t>(bk, mask.kv_len() - int64_t{c.cols[ue]} * bk);
+      const uint64_t* bits = c.bitmap.data() + c.bitmap_ptr[ue];
+      uint32_t s = 0;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t r0 = g * attnfuse_kernels::kBsGroupRows;
+        const int64_t r1 = std::min<int64_t>(rows_in, r0 + attnfuse_kernels::kBsGroupRows);
+        bool any = false, all = true;
+        for (int64_t row = r0; row < r1 && (all || !any); ++row) run_bits(bits, row * bk, cols_in, any, all);
+        if (!any) s |= kBsGroupEmpty << (2 * g);
+        if (all) s |= kBsGroupFull << (2 * g);
+      }
+      state[ue] = s;
+    }
+  }
+  return state;
+}
+
 const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
@@ -68,9 +116,10 @@ const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
     throw Error(ErrorCode::Unsupported, fmt::format("the BlockMask has {} active blocks; the CUDA kernel "
                                                     "indexes up to 2^31 - 1", c.row_ptr.back()));
   std::vector<int32_t> row_ptr(c.row_ptr.begin(), c.row_ptr.end());
+  const std::vector<uint32_t> state = entry_states(mask);
   auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
-  const size_t o_rows = 0, o_cols = align(o_rows + row_ptr.size() * 4), o_full = align(o_cols + c.cols.size() * 4);
-  const size_t o_bptr = align(o_full + c.full.size()), o_bits = align(o_bptr + c.bitmap_ptr.size() * 8);
+  const size_t o_rows = 0, o_cols = align(o_rows + row_ptr.size() * 4), o_state = align(o_cols + c.cols.size() * 4);
+  const size_t o_bptr = align(o_state + state.size() * 4), o_bits = align(o_bptr + c.bitmap_ptr.size() * 8);
   const size_t total = std::max<size_t>(o_bits + c.bitmap.size() * 8, 256);
   auto dm = std::make_shared<DeviceBlockMask>();
   const DriverApi& d = driver();
@@ -80,13 +129,14 @@ const DeviceBlockMask& upload_block_mask(const BlockMask& mask) {
   };
   put(o_rows, row_ptr.data(), row_ptr.size() * 4);
   put(o_cols, c.cols.data(), c.cols.size() * 4);
-  put(o_full, c.full.data(), c.full.size());
+  put(o_state, state.data(), state.size() * 4);
   put(o_bptr, c.bitmap_ptr.data(), c.bitmap_ptr.size() * 8);
   put(o_bits, c.bitmap.data(), c.bitmap.size() * 8);
   auto at = [&](size_t off) { return reinterpret_cast<const char*>(dm->base + off); };
   dm->row_ptr = reinterpret_cast<const int*>(at(o_rows));
   dm->cols = reinterpret_cast<const int*>(at(o_cols));
-  dm->full = reinterpret_cast<const unsigned char*>(at(o_full));
+  dm->state = reinterpret_cast<const uint32_t*>(at(o_state));
+  dm->group_states = std::any_of(state.begin(), state.end(), [](uint32_t s) { return s > attnfuse_kernels::kBsFull; });
   dm->bits_ptr = reinterpret_cast<const int64_t*>(at(o_bptr));
   dm->bits = reinterpret_cast<const uint64_t*>(at(o_bits));
   mask.device_copy() = dm;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "attnfuse/block_mask.hpp"
 #include "runtime/cuda_driver.hpp"
@@ -15,7 +16,8 @@ struct DeviceBlockMask {
   CUdeviceptr base = 0;
   const int* row_ptr = nullptr;
   const int* cols = nullptr;
-  const unsigned char* full = nullptr;
+  const uint32_t* state = nullptr;  // entry_states
+  bool group_states = false;        // some entry has a group bit (kBsGroupEmpty or kBsGroupFull)
   const int64_t* bits_ptr = nullptr;
   const uint64_t* bits = nullptr;
   ~DeviceBlockMask();
@@ -34,6 +36,14 @@ struct DeviceSparseWork {
 // and kept with the mask, so a reused mask pays once) where the tile is a multiple of its
 // blocks; nullptr where neither holds. Thread-safe.
 const BlockMask* tile_block_mask(const BlockMask& mask, int bm, int bn);
+
+// The kernel's state word of each CSR entry (params.cuh kBs*): kBsFull for a full block; for a
+// partial one, per group of 64 rows (the wgmma tile's warpgroup), whether the group keeps none
+// of its cells or all of them, counting only rows below q_len and keys below kv_len. A mask
+// finer than the tile, coarsened to it, lists a coarse block wherever one of its fine rows has
+// an active block; the states let the other rows' warpgroups skip it instead of masking every
+// cell. Groups past kBsMaxGroups carry no state (read as partial).
+std::vector<uint32_t> entry_states(const BlockMask& mask);
 
 // The mask's device copy, uploaded now (synchronously) if it has none yet; thread-safe. Throws
 // Error(Unsupported) for masks with more than 2^31 - 1 active blocks.

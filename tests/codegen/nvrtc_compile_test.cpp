@@ -84,6 +84,7 @@ struct Variant {
   bool large_boxes = false;  // paged split on sm_90: pages in TMA boxes of 64 rows (128-key tiles)
   bool producer = false;     // sm_90 TMA decode tile with a producer warp (TileConfig::producer_warp)
   bool producer_off = false;  // the wgmma tile without its producer warpgroup (ATTNFUSE_CUDA_WGMMA_PRODUCER=0)
+  bool row_groups = false;    // block-sparse wgmma tile whose warpgroups skip blocks (TileConfig::skip_row_groups)
 };
 
 // The variants of one group: the plain programs' prefill tiles, the rope programs' prefill
@@ -112,6 +113,14 @@ std::vector<Variant> variants_of(Group group) {
     for (const char* p : {kPrograms[0], kPrograms[1]})
       for (int d : {64, 128})
         variants.push_back({p, DType::BF16, d, 90, RopeMode::Auto, 0, false, false, false, false, true});
+    // The block-sparse modules whose warpgroups skip blocks (CudaKernel::row_group_module): the
+    // plain mask, causal, next to a window's limits and next to a modifier.
+    for (const char* p : {"softmax(block_sparse(scaled_dot_product(Q, K))) @ V",
+                          "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V",
+                          "softmax(block_sparse(sliding_window(scaled_dot_product(Q, K), 150))) @ V",
+                          "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V"})
+      for (int d : {64, 128})  // the wgmma head dims
+        variants.push_back({p, DType::BF16, d, 90, RopeMode::Auto, 0, false, false, false, false, false, true});
   }
   if (group == Group::Rope)
     for (const RopeProgram& p : kRopePrograms) add(p.text, p.mode);
@@ -186,6 +195,7 @@ void expect_compiles_without_spills(Group group) {
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         spec.tile.tma_kv = tma;
         spec.tile.producer_warp = (spec.tile.producer_warp || v.producer) && !v.producer_off;
+        spec.tile.skip_row_groups = v.row_groups && spec.tile.wgmma;
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
       } catch (const std::exception& e) {
@@ -201,9 +211,10 @@ void expect_compiles_without_spills(Group group) {
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
     SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={} split={} large_boxes={} "
-                             "producer={} producer_off={}",
+                             "producer={} producer_off={} row_groups={}",
                              v.program, dtype_name(v.dtype), v.head_dim, v.arch, rope_mode_name(v.mode),
-                             v.decode_rows, v.paged, v.split, v.large_boxes, v.producer, v.producer_off));
+                             v.decode_rows, v.paged, v.split, v.large_boxes, v.producer, v.producer_off,
+                             v.row_groups));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
@@ -222,7 +233,7 @@ void expect_compiles_without_spills(Group group) {
                            v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
                            std::string(v.paged ? ", paged" : "") + (v.split ? ", split" : "") +
                                (v.large_boxes ? ", 64-row boxes" : "") + (v.producer ? ", producer warp" : "") +
-                               (v.producer_off ? ", no producer" : ""));
+                               (v.producer_off ? ", no producer" : "") + (v.row_groups ? ", row-group skips" : ""));
   }
   std::cout << "registers per variant (sm_80 / sm_90):\n" << table;
   if (const char* path = std::getenv("ATTNFUSE_REGISTER_TABLE")) std::ofstream(path, std::ios::app) << table;

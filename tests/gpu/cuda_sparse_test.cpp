@@ -22,6 +22,7 @@
 #include "attnfuse/attention.hpp"
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/error.hpp"
+#include "codegen/cuda/kernels/params.cuh"
 #include "common/tensors.hpp"
 #include "gpu_inputs.hpp"
 #include "runtime/cuda_backend.hpp"
@@ -456,6 +457,44 @@ TEST_F(CudaSparse, BlockSparseBigBirdHeavyRowsFirst) {
       check_sparse(spec, d, bigbird_grid(d, d.B, 1, block, 1, rng_), "head-broadcast BigBird", rng_);
       check_sparse(spec, d, bigbird_grid(d, 1, d.Hq, block, 2, rng_), "batch-broadcast BigBird", rng_);
       check_sparse(spec, d, bigbird_grid(d, d.B, d.Hq, block, 2, rng_), "per-head BigBird", rng_);
+    }
+  }
+}
+
+TEST_F(CudaSparse, BlockSparseRowGroupsSkipTheBlocksTheyDoNotKeep) {
+  // The benchmark's 64-block BigBird coarsened to the 128-row tile: most coarse blocks keep the
+  // cells of one of their two 64-row groups, and the other group's warpgroup skips them
+  // (runtime::entry_states, fwd_wgmma.cuh). Rows whose group keeps no block at all (fine block
+  // row 1 of random_grid) get O = 0 and LSE = -inf; split calls leave some parts with nothing
+  // for a warpgroup; the global row's tiles are cut into parts (runtime/sparse_work.hpp).
+  TRACE_SEED();
+  for (int hd : {64, 128}) {
+    const Dims d{2, 4, 2, 1573, 1600, hd};
+    for (const char* prog : {kSparsePrograms[0], kSparsePrograms[1], kSparsePrograms[4]}) {
+      SCOPED_TRACE(prog);
+      const KernelSpec spec = cuda_spec(prog, DType::BF16, hd);
+      const BlockMask bigbird = bigbird_grid(d, d.B, d.Hq, 64, 2, rng_);
+      // The path under test is taken: the tile's coarsening has blocks one group skips.
+      const BlockMask* coarse = runtime::tile_block_mask(bigbird, spec.tile.block_q, spec.tile.block_k);
+      ASSERT_NE(coarse, nullptr);
+      const auto states = runtime::entry_states(*coarse);
+      EXPECT_GT(std::count_if(states.begin(), states.end(),
+                              [](uint32_t st) { return (st & attnfuse_kernels::kBsGroupEmpty) != 0; }),
+                0);
+      // The plan takes the skipping module (on Hopper, where the prefill tile is wgmma) for this
+      // mask, and the plain one for full 128-blocks, which never skip.
+      {
+        Inputs in = make_inputs(spec, d, rng_);
+        in.device.block_mask = &bigbird;
+        const LaunchPlan pl = runtime::cuda_kernel(spec).plan(in.device, spec.scalars);
+        EXPECT_EQ(pl.module->spec.tile.skip_row_groups, pl.module->spec.tile.wgmma);
+        const BlockMask full = bigbird_grid(d, d.B, d.Hq, 128, 1, rng_);
+        in.device.block_mask = &full;
+        EXPECT_FALSE(runtime::cuda_kernel(spec).plan(in.device, spec.scalars).module->spec.tile.skip_row_groups);
+      }
+      check_sparse(spec, d, bigbird, "64-block BigBird per head", rng_);
+      check_sparse(spec, d, random_grid(d, d.B, d.Hq, 64, 64, 0.2, rng_), "64-block random grid with empty rows", rng_);
+      check_sparse(spec, d, partial_blocks(d, 1, 1, 64, 64, rng_), "64-block partial blocks", rng_);
     }
   }
 }

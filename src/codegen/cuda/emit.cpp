@@ -168,6 +168,8 @@ struct Spec {{
   static constexpr bool kTmaKV = {tma};
   // ... issued by warps of their own (one more warp for decode tiles, a warpgroup for wgmma).
   static constexpr bool kProducerWarp = {producer};
+  // ... block-sparse: warpgroups skip the mask blocks that keep none of their rows' cells.
+  static constexpr bool kSkipRowGroups = {skip_groups};
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {{
@@ -192,6 +194,7 @@ extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
       fmt::arg("page_list", page_list_slots(spec)),
       fmt::arg("wgmma", spec.tile.wgmma), fmt::arg("tma", uses_tma(spec)),
       fmt::arg("producer", producer_warp(spec)),
+      fmt::arg("skip_groups", spec.tile.skip_row_groups && spec.tile.wgmma && spec.masks.has(MaskKind::BlockSparse)),
       fmt::arg("d", spec.head_dim), fmt::arg("bm", spec.tile.block_q),
       fmt::arg("bn", spec.tile.block_k), fmt::arg("warps", spec.tile.num_warps), fmt::arg("stages", spec.tile.stages),
       fmt::arg("key_warps", spec.tile.key_warps),

@@ -40,6 +40,8 @@ struct Spec {
   static constexpr bool kTmaKV = true;
   // ... issued by warps of their own (one more warp for decode tiles, a warpgroup for wgmma).
   static constexpr bool kProducerWarp = true;
+  // ... block-sparse: warpgroups skip the mask blocks that keep none of their rows' cells.
+  static constexpr bool kSkipRowGroups = false;
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {

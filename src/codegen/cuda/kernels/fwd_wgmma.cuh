@@ -216,11 +216,12 @@ struct WgmmaMainloop {
   }
 
   // Scores of key tile `it` (in s) -> probabilities, with per-cell checks only on tiles that
-  // cross a mask edge; the O rescale factors go to alpha.
+  // cross a mask edge; the O rescale factors go to alpha. `group_full`: the block-sparse block
+  // keeps every cell of this warpgroup's rows (Work::group_state), so its bits are not read.
   static __device__ __forceinline__ void softmax(const FwdParams& p, const W& w, int it, float (&s)[1][kNT][4],
                                                  float (&acc_o)[1][kDT][4], float (&row_m)[1][2],
                                                  float (&row_l)[1][2], int warp, int g, int t, float slope,
-                                                 float (&alpha)[2]) {
+                                                 bool group_full, float (&alpha)[2]) {
     const int nb = w.tile(p, it);
     const int n0 = nb * kBN;
     alpha[0] = alpha[1] = 1.f;  // ReLU normalisation never rescales
@@ -228,7 +229,7 @@ struct WgmmaMainloop {
     BlockCells cells{nullptr, 0, 0};
     if constexpr (Kernel::SpecType::kBlockSparse) {
       cells = Kernel::cells_of(p, w, it, nb);
-      inside = inside && cells.bits == nullptr;
+      inside = inside && (cells.bits == nullptr || group_full);
     }
     if (inside)
       Kernel::template scores_to_probs<false, true>(p, w, cells, s, acc_o, row_m, row_l, n0, warp, 0, g, t, slope,
@@ -337,6 +338,15 @@ struct WgmmaMainloop {
     WindowCut<kD> cut{};
     if constexpr (kWindow) cut = cut_of(p, w, rt, w.it_begin, gq_lo, gq_hi, wq_lo, wq_hi);
     u32 qa[4];  // the lead step's A fragment (rope_window)
+    // Block-sparse row groups (Spec::kSkipRowGroups, its own module, CudaKernel::plan): each
+    // warpgroup skips the tiles whose mask block keeps none of its rows' cells, so pa holds the
+    // previous tile's P (its P V product not yet issued) only where that tile was not skipped;
+    // otherwise from the second tile on. (The skipping loop in every block-sparse module cost
+    // full-block masks, which never skip, 7% on the H200: BigBird at 128-blocks,
+    // bench/results/2026-12-04-h200-session29/call2/.)
+    constexpr bool kGroups = Kernel::SpecType::kSkipRowGroups;
+    static_assert(!kGroups || Kernel::SpecType::kBlockSparse, "row groups come with block-sparse masks");
+    bool pending = false;
 
     // Tiles 0 .. kS - 2 start loading (one cp.async group each, empty ones past the end).
 #pragma unroll
@@ -390,27 +400,46 @@ struct WgmmaMainloop {
       }
       const Element* k_tile = sK + (rel % kS) * kKVTile;
       const int n0 = w.tile(p, it) * kBN;
-      if constexpr (kWindow) {
-        // (Loaded at the end of the iteration before, with the cut, it was 5-7% slower on the
-        // H200: bench/results/2026-12-03-h200-session24/call3/.)
-        window_qa(sQ, warp, threadIdx.x & 31, t, cut, rt.half, qa);
-        issue_qk_window(sQ, k_tile, wg, cut, qa, s[0]);  // S_it
-      } else {
-        issue_qk(sQ, k_tile, wg, s[0]);  // S_it
-      }
-      if (rel > 0) issue_pv(sV + ((rel - 1) % kS) * kKVTile, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
-      if (rel > 0) wgmma_wait<1>();                    // S_it is done
-      else wgmma_wait<0>();
-      fence_operands(s[0]);
-      if constexpr (kWindow) {
+      // Block sparse: a block that keeps none of this warpgroup's cells (a finer mask coarsened
+      // to the tile lists it for the other rows) is skipped: no S, no softmax, no P V; the stage
+      // is still released below like every other. A block that keeps all of them is unmasked.
+      // (Read an iteration ahead, 64-blocks ran 4% slower in one call: bench/results/
+      // 2026-12-04-h200-session29/call2/ against call1.)
+      const unsigned gst = kGroups ? w.group_state(p, it, 64 * wg) : 0u;
+      const bool skip = (gst & kBsGroupEmpty) != 0u;
+      const bool group_full = (gst & kBsGroupFull) != 0u;
+      if (!kGroups) pending = rel > 0;
+      const Element* v_prev = sV + ((rel + kS - 1) % kS) * kKVTile;  // tile it - 1's V (when pending)
+      // Each branch issues and waits for its own products: ptxas serialises every wgmma of the
+      // kernel (C7514) when an issue and its wait sit under separate conditions it cannot pair.
+      if (!skip) {
+        if constexpr (kWindow) {
+          // (Loaded at the end of the iteration before, with the cut, it was 5-7% slower on the
+          // H200: bench/results/2026-12-03-h200-session24/call3/.)
+          window_qa(sQ, warp, threadIdx.x & 31, t, cut, rt.half, qa);
+          issue_qk_window(sQ, k_tile, wg, cut, qa, s[0]);  // S_it
+        } else {
+          issue_qk(sQ, k_tile, wg, s[0]);  // S_it
+        }
+        if (pending) {
+          issue_pv(v_prev, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
+          wgmma_wait<1>();                 // S_it is done
+        } else {
+          wgmma_wait<0>();
+        }
+        fence_operands(s[0]);
+        if constexpr (kWindow) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(qa[e])::"memory");  // read by S_it until here
-        bool any = false;
+          for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(qa[e])::"memory");  // read by S_it until here
+          bool any = false;
 #pragma unroll
-        for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) any |= cut.corr[wd] != 0u;
-        if (any) correct_window(w, rt, s[0], cut, sQ, k_tile, n0, warp, g, t);
+          for (int wd = 0; wd < WindowCut<kD>::kWords; ++wd) any |= cut.corr[wd] != 0u;
+          if (any) correct_window(w, rt, s[0], cut, sQ, k_tile, n0, warp, g, t);
+        }
+        softmax(p, w, it, s, acc_o, row_m, row_l, warp, g, t, slope, group_full, alpha);
+      } else if (pending) {
+        issue_pv(v_prev, pa, acc_o[0]);
       }
-      softmax(p, w, it, s, acc_o, row_m, row_l, warp, g, t, slope, alpha);
       wgmma_wait<0>();  // the P V product is done: O may be rescaled, P overwritten
       fence_operands(acc_o[0]);
       fence_p(pa);
@@ -418,10 +447,13 @@ struct WgmmaMainloop {
         __syncwarp();
         if ((threadIdx.x & 31) == 0) mbar_arrive(empty + ((rel - 1) % kS) * 8);
       }
-      // Most tiles keep every row's maximum (lazy rescaling, scores_to_probs): skip the 64
-      // multiplies unless some row of the warp moved it.
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(acc_o[0], alpha);
-      pack_p(s[0], pa);
+      pending = !skip;  // pa holds P_it for the next iteration's P V
+      if (!skip) {
+        // Most tiles keep every row's maximum (lazy rescaling, scores_to_probs): skip the 64
+        // multiplies unless some row of the warp moved it.
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(acc_o[0], alpha);
+        pack_p(s[0], pa);
+      }
       // The next tile's cut, made here, off the path between its stage's arrival and its QK
       // issue: made there, its chain of loads, ballots and compares held every tile's QK chain
       // back. (Unconditional: past the end it makes the last tile's again. Made between the QK
@@ -430,7 +462,7 @@ struct WgmmaMainloop {
       if constexpr (kWindow) cut = cut_of(p, w, rt, it + 1 < w.it_end ? it + 1 : it, gq_lo, gq_hi, wq_lo, wq_hi);
     }
     // The last tile's P V.
-    issue_pv(sV + ((n - 1) % kS) * kKVTile, pa, acc_o[0]);
+    if (pending) issue_pv(sV + ((n - 1) % kS) * kKVTile, pa, acc_o[0]);
     wgmma_wait<0>();
     fence_operands(acc_o[0]);
     fence_p(pa);

@@ -14,6 +14,13 @@ namespace attnfuse_kernels {
 // Rotated pairs a RoPE kernel can hold: rotary_dim / 2 <= 256 / 2.
 constexpr int kMaxRopePairs = 128;
 
+// Block-sparse entry states (FwdParams::bs_state, made by runtime entry_states): bit kBsFull
+// when the block keeps every cell; for a partial block's row group g of kBsGroupRows rows
+// (g < kBsMaxGroups), bit kBsGroupEmpty << 2g when the group keeps none of its cells and
+// bit kBsGroupFull << 2g when it keeps all of them (rows and keys past the lengths do not count).
+constexpr unsigned kBsFull = 1u, kBsGroupEmpty = 2u, kBsGroupFull = 4u;
+constexpr int kBsGroupRows = 64, kBsMaxGroups = 15;
+
 // RoPE of one call (rope / rope_window programs only; zero otherwise).
 struct RopeArgs {
   // θ_r / 2π as a 0.64 fixed-point fraction of a turn, per pair. The angle of position p is
@@ -96,10 +103,13 @@ struct FwdParams {
   // Block-sparse (Spec::kBlockSparse): the BlockMask's CSR as uploaded by the runtime. Row
   // ((b * bs_heads) + h) * bs_nqb + qb (b, h folded to 0 where the mask broadcasts) lists its
   // active key blocks bs_cols[bs_row_ptr[row] .. bs_row_ptr[row + 1]); entry e is full when
-  // bs_full[e], else its cells are bits bs_bits[bs_bits_ptr[e] ...] (row-major in the block).
+  // bit kBsFull of bs_state[e] is set, else its cells are bits bs_bits[bs_bits_ptr[e] ...]
+  // (row-major in the block). A partial entry's state also says, per group of 64 rows of the
+  // block (runtime/device_block_mask.hpp entry_states), whether the group keeps none of its cells
+  // or all of them, so a warpgroup of the wgmma tile skips the block or reads it unmasked.
   const int* bs_row_ptr;
   const int* bs_cols;
-  const unsigned char* bs_full;
+  const unsigned* bs_state;
   const af_i64* bs_bits_ptr;
   const unsigned long long* bs_bits;
   int bs_block_q, bs_block_k, bs_nqb, bs_batch, bs_heads;

@@ -81,9 +81,22 @@ struct Work {
   __device__ __forceinline__ const unsigned long long* cell_bits(const FwdParams& p, int it) const {
     if constexpr (Spec::kBlockSparse) {
       const int e = bs_entry0 + it / bs_sub;
-      return p.bs_full[e] ? nullptr : p.bs_bits + p.bs_bits_ptr[e];
+      return (p.bs_state[e] & kBsFull) ? nullptr : p.bs_bits + p.bs_bits_ptr[e];
     }
     return nullptr;
+  }
+
+  // Block sparse, prefill: the state bits (kBsGroupEmpty | kBsGroupFull) of iteration it's mask
+  // block for the kBsGroupRows query rows from tile row r0 on (a warpgroup's rows; r0 a multiple
+  // of kBsGroupRows). A full block reads as a full group; 0 where nothing is known.
+  __device__ __forceinline__ unsigned group_state(const FwdParams& p, int it, int r0) const {
+    if constexpr (Spec::kBlockSparse && !kPack) {
+      const unsigned st = p.bs_state[bs_entry0 + it / bs_sub];
+      if (st & kBsFull) return kBsGroupFull;
+      const int gi = (i_lo - bs_q0 + r0) / kBsGroupRows;
+      return gi < kBsMaxGroups ? (st >> (2 * gi)) & (kBsGroupEmpty | kBsGroupFull) : 0u;
+    }
+    return 0u;
   }
 
   // Key range [lo, hi) that can hold kept cells for the tile's query positions.
