@@ -300,6 +300,21 @@ constexpr TileConfig cuda_arch_tile(const KernelSpec& s, int arch) {
   return t;
 }
 
+// The wgmma tile of block-sparse masks in 64-row blocks at D = 64 (BigBird's 64 x 64): one
+// computing warpgroup of 64 rows, so a tile walks exactly its mask row's blocks instead of the
+// union of two rows' (the 128-row tile's coarsening), three blocks per SM (73 KB of four
+// 64-key stages each; 170 registers).
+constexpr TileConfig cuda_wgmma_64_rows(TileConfig t) {
+  t.block_q = 64;
+  t.num_warps = 4;
+  t.block_k = 64;
+  t.stages = 4;
+  t.min_blocks = 3;
+  t.producer_warp = false;
+  t.skip_row_groups = false;
+  return t;
+}
+
 // The CUDA choices must be launchable for every head dim the template supports.
 namespace detail {
 constexpr bool cuda_tile_ok(int d, ScoreKind score) {

@@ -138,6 +138,7 @@ int blocks_per_sm(const LoadedModule& m) {
 CudaKernel::CudaKernel(const KernelSpec& spec) : spec_(spec) {
   for (auto& v : variants_) v.store(nullptr);
   for (auto& v : row_group_variants_) v.store(nullptr);
+  for (auto& v : rows64_variants_) v.store(nullptr);
   prerotate_wgmma_ = spec_.score != ScoreKind::ScaledDot && resolved(RopeMode::Prerotate, 0, KvLayout::Contiguous).tile.wgmma;
 }
 
@@ -234,6 +235,16 @@ const LoadedModule& CudaKernel::row_group_module(RopeMode mode) const {
   if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
   KernelSpec r = resolved(mode, 0, KvLayout::Contiguous);
   r.tile.skip_row_groups = r.tile.wgmma && r.masks.has(MaskKind::BlockSparse);
+  const LoadedModule& m = load_module(r);
+  slot.store(&m, std::memory_order_release);
+  return m;
+}
+
+const LoadedModule& CudaKernel::rows64_module(RopeMode mode) const {
+  auto& slot = rows64_variants_[static_cast<int>(mode)];
+  if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
+  KernelSpec r = resolved(mode, 0, KvLayout::Contiguous);
+  r.tile = passes::cuda_wgmma_64_rows(r.tile);
   const LoadedModule& m = load_module(r);
   slot.store(&m, std::memory_order_release);
   return m;
@@ -366,8 +377,11 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     // H200, BigBird at 64-blocks (4k, GPT-2 heads) went 0.224 -> 0.116 ms; the same loop cost
     // full-block masks 7%, hence the per-call choice (bench/results/2026-12-04-h200-session29/).
     if (m->spec.tile.wgmma && spec_.masks.has(MaskKind::BlockSparse)) {
-      const BlockMask* tiled = tile_block_mask(*mask, bm, bn);
-      if (tiled && upload_block_mask(*tiled).group_states) m = &row_group_module(pl.rope_mode);
+      const bool rows64 = spec_.head_dim == 64 && mask->block_q() % 128 != 0 && mask->block_q() % 64 == 0 &&
+                          mask->block_k() % 64 == 0 && sparse_64_rows_enabled();
+      const BlockMask* tiled = rows64 ? nullptr : tile_block_mask(*mask, bm, bn);
+      if (rows64) m = &rows64_module(pl.rope_mode);
+      else if (tiled && upload_block_mask(*tiled).group_states) m = &row_group_module(pl.rope_mode);
     }
     return plan_sparse(pl, *m, c, *mask, tuning);
   }

@@ -162,6 +162,9 @@ class CudaKernel {
   // rows' cells (TileConfig::skip_row_groups), for calls whose mask has such blocks; the plain
   // prefill module elsewhere (the other tile forms do not skip).
   const LoadedModule& row_group_module(RopeMode mode) const;
+  // The 64-row wgmma prefill module (passes::cuda_wgmma_64_rows) for block-sparse masks of
+  // 64-row blocks at D = 64.
+  const LoadedModule& rows64_module(RopeMode mode) const;
   RopeMode default_mode() const;
   int registers() const { return module(default_mode(), 0, KvLayout::Contiguous).registers; }
   CUfunction function() const { return module(default_mode(), 0, KvLayout::Contiguous).fwd; }
@@ -180,6 +183,7 @@ class CudaKernel {
   // resolve alike share one module.
   mutable std::atomic<const LoadedModule*> variants_[60];
   mutable std::atomic<const LoadedModule*> row_group_variants_[3];  // by RopeMode
+  mutable std::atomic<const LoadedModule*> rows64_variants_[3];     // by RopeMode
 };
 
 // The loaded kernel for spec on the current device, compiled on first use (thread-safe).

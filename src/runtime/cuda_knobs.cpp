@@ -178,6 +178,11 @@ bool paged_tma_unsplit_enabled() {
   return on;
 }
 
+bool sparse_64_rows_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_SPARSE_64_ROWS");
+  return on;
+}
+
 const std::optional<int>& tma_l2_promotion_override() {
   static const std::optional<int> v = parse_tma_l2_promotion_knob(std::getenv("ATTNFUSE_CUDA_TMA_L2_PROMOTE"));
   return v;

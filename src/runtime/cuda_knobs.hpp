@@ -55,6 +55,10 @@ bool paged_tma_enabled();
 // ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0 keeps unsplit paged decode calls on the padded cp.async
 // module (split calls still copy pages by TMA; CudaKernel::plan).
 bool paged_tma_unsplit_enabled();
+// ATTNFUSE_CUDA_SPARSE_64_ROWS=0 keeps block-sparse masks of 64-row blocks at D = 64 on the
+// 128-row wgmma tile (coarsened, row groups skipping) instead of the 64-row tile
+// (passes::cuda_wgmma_64_rows; CudaKernel::plan).
+bool sparse_64_rows_enabled();
 // ATTNFUSE_CUDA_DECODE_PRODUCER=1 gives Hopper's TMA decode tiles a producer warp that issues
 // their copies (TileConfig::producer_warp): an experiment, off by default until measured.
 bool decode_producer_enabled();

@@ -85,6 +85,7 @@ struct Variant {
   bool producer = false;     // sm_90 TMA decode tile with a producer warp (TileConfig::producer_warp)
   bool producer_off = false;  // the wgmma tile without its producer warpgroup (ATTNFUSE_CUDA_WGMMA_PRODUCER=0)
   bool row_groups = false;    // block-sparse wgmma tile whose warpgroups skip blocks (TileConfig::skip_row_groups)
+  bool rows64 = false;        // block-sparse 64-row wgmma tile (passes::cuda_wgmma_64_rows)
 };
 
 // The variants of one group: the plain programs' prefill tiles, the rope programs' prefill
@@ -121,6 +122,12 @@ std::vector<Variant> variants_of(Group group) {
                           "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V"})
       for (int d : {64, 128})  // the wgmma head dims
         variants.push_back({p, DType::BF16, d, 90, RopeMode::Auto, 0, false, false, false, false, false, true});
+    // The 64-row tile of masks in 64-row blocks (D = 64, CudaKernel::rows64_module), bf16 and fp16.
+    for (const char* p : {"softmax(block_sparse(scaled_dot_product(Q, K))) @ V",
+                          "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V",
+                          "softmax(alibi(block_sparse(causal(scaled_dot_product(Q, K))))) @ V"})
+      for (DType t : {DType::BF16, DType::F16})
+        variants.push_back({p, t, 64, 90, RopeMode::Auto, 0, false, false, false, false, false, false, true});
   }
   if (group == Group::Rope)
     for (const RopeProgram& p : kRopePrograms) add(p.text, p.mode);
@@ -196,6 +203,7 @@ void expect_compiles_without_spills(Group group) {
         spec.tile.tma_kv = tma;
         spec.tile.producer_warp = (spec.tile.producer_warp || v.producer) && !v.producer_off;
         spec.tile.skip_row_groups = v.row_groups && spec.tile.wgmma;
+        if (v.rows64 && spec.tile.wgmma) spec.tile = passes::cuda_wgmma_64_rows(spec.tile);
         results[i] = runtime::nvrtc_compile(codegen::cuda::emit_forward(spec), "variant", v.arch,
                                             runtime::NvrtcOutput::Cubin);
       } catch (const std::exception& e) {
@@ -211,10 +219,10 @@ void expect_compiles_without_spills(Group group) {
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& v = variants[i];
     SCOPED_TRACE(fmt::format("{} {} D={} sm_{} rope_mode={} decode_rows={} paged={} split={} large_boxes={} "
-                             "producer={} producer_off={} row_groups={}",
+                             "producer={} producer_off={} row_groups={} rows64={}",
                              v.program, dtype_name(v.dtype), v.head_dim, v.arch, rope_mode_name(v.mode),
                              v.decode_rows, v.paged, v.split, v.large_boxes, v.producer, v.producer_off,
-                             v.row_groups));
+                             v.row_groups, v.rows64));
     ASSERT_TRUE(errors[i].empty()) << errors[i];
     EXPECT_FALSE(results[i].binary.empty());
     EXPECT_GT(results[i].registers, 0) << results[i].log;
@@ -233,7 +241,8 @@ void expect_compiles_without_spills(Group group) {
                            v.decode_rows == 0 ? "prefill" : (v.decode_rows <= 16 ? "decode narrow" : "decode wide"),
                            std::string(v.paged ? ", paged" : "") + (v.split ? ", split" : "") +
                                (v.large_boxes ? ", 64-row boxes" : "") + (v.producer ? ", producer warp" : "") +
-                               (v.producer_off ? ", no producer" : "") + (v.row_groups ? ", row-group skips" : ""));
+                               (v.producer_off ? ", no producer" : "") + (v.row_groups ? ", row-group skips" : "") +
+                               (v.rows64 ? ", 64 rows" : ""));
   }
   std::cout << "registers per variant (sm_80 / sm_90):\n" << table;
   if (const char* path = std::getenv("ATTNFUSE_REGISTER_TABLE")) std::ofstream(path, std::ios::app) << table;

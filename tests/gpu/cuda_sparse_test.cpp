@@ -461,42 +461,75 @@ TEST_F(CudaSparse, BlockSparseBigBirdHeavyRowsFirst) {
   }
 }
 
+// The module a block-sparse call's plan takes on Hopper (the wgmma prefill): the 64-row tile for
+// masks of 64-row blocks at D = 64, the row-group skipping 128-row tile for masks whose coarsened
+// blocks leave a 64-row group without cells, the plain one for full 128-blocks.
+enum class SparseModule { Rows64, RowGroups, Plain };
+void expect_module(const KernelSpec& spec, const Dims& d, const BlockMask& mask, SparseModule want,
+                   std::mt19937_64& rng) {
+  Inputs in = make_inputs(spec, d, rng);
+  in.device.block_mask = &mask;
+  const TileConfig& t = runtime::cuda_kernel(spec).plan(in.device, spec.scalars).module->spec.tile;
+  if (!t.wgmma) return;  // before Hopper every call takes the one mma.sync module
+  EXPECT_EQ(t.block_q == 64, want == SparseModule::Rows64);
+  EXPECT_EQ(t.skip_row_groups, want == SparseModule::RowGroups);
+}
+
 TEST_F(CudaSparse, BlockSparseRowGroupsSkipTheBlocksTheyDoNotKeep) {
-  // The benchmark's 64-block BigBird coarsened to the 128-row tile: most coarse blocks keep the
-  // cells of one of their two 64-row groups, and the other group's warpgroup skips them
+  // Masks finer than the 128-row tile, coarsened to it: most coarse blocks keep the cells of one
+  // of their two 64-row groups, and the other group's warpgroup skips them
   // (runtime::entry_states, fwd_wgmma.cuh). Rows whose group keeps no block at all (fine block
   // row 1 of random_grid) get O = 0 and LSE = -inf; split calls leave some parts with nothing
-  // for a warpgroup; the global row's tiles are cut into parts (runtime/sparse_work.hpp).
+  // for a warpgroup; the global row's tiles are cut into parts (runtime/sparse_work.hpp). At
+  // D = 128, 64-row BigBird; at D = 64 (where 64-row blocks take the 64-row tile), 32-row ones.
   TRACE_SEED();
   for (int hd : {64, 128}) {
     const Dims d{2, 4, 2, 1573, 1600, hd};
+    const int bq = hd == 64 ? 32 : 64;
     for (const char* prog : {kSparsePrograms[0], kSparsePrograms[1], kSparsePrograms[4]}) {
       SCOPED_TRACE(prog);
       const KernelSpec spec = cuda_spec(prog, DType::BF16, hd);
       const BlockMask bigbird = bigbird_grid(d, d.B, d.Hq, 64, 2, rng_);
+      const BlockMask fine = bq == 64 ? bigbird : random_grid(d, d.B, d.Hq, bq, 64, 0.15, rng_);
       // The path under test is taken: the tile's coarsening has blocks one group skips.
-      const BlockMask* coarse = runtime::tile_block_mask(bigbird, spec.tile.block_q, spec.tile.block_k);
+      const BlockMask* coarse = runtime::tile_block_mask(fine, spec.tile.block_q, spec.tile.block_k);
       ASSERT_NE(coarse, nullptr);
       const auto states = runtime::entry_states(*coarse);
       EXPECT_GT(std::count_if(states.begin(), states.end(),
                               [](uint32_t st) { return (st & attnfuse_kernels::kBsGroupEmpty) != 0; }),
                 0);
-      // The plan takes the skipping module (on Hopper, where the prefill tile is wgmma) for this
-      // mask, and the plain one for full 128-blocks, which never skip.
-      {
-        Inputs in = make_inputs(spec, d, rng_);
-        in.device.block_mask = &bigbird;
-        const LaunchPlan pl = runtime::cuda_kernel(spec).plan(in.device, spec.scalars);
-        EXPECT_EQ(pl.module->spec.tile.skip_row_groups, pl.module->spec.tile.wgmma);
-        const BlockMask full = bigbird_grid(d, d.B, d.Hq, 128, 1, rng_);
-        in.device.block_mask = &full;
-        EXPECT_FALSE(runtime::cuda_kernel(spec).plan(in.device, spec.scalars).module->spec.tile.skip_row_groups);
-      }
-      check_sparse(spec, d, bigbird, "64-block BigBird per head", rng_);
-      check_sparse(spec, d, random_grid(d, d.B, d.Hq, 64, 64, 0.2, rng_), "64-block random grid with empty rows", rng_);
-      check_sparse(spec, d, partial_blocks(d, 1, 1, 64, 64, rng_), "64-block partial blocks", rng_);
+      expect_module(spec, d, fine, SparseModule::RowGroups, rng_);
+      expect_module(spec, d, bigbird_grid(d, d.B, d.Hq, 128, 1, rng_), SparseModule::Plain, rng_);
+      check_sparse(spec, d, fine, fmt::format("{}-row grid per head", bq), rng_);
+      check_sparse(spec, d, random_grid(d, d.B, d.Hq, bq, 64, 0.2, rng_), "random grid with empty rows", rng_);
+      check_sparse(spec, d, partial_blocks(d, 1, 1, bq, 64, rng_), "partial blocks", rng_);
     }
   }
+}
+
+TEST_F(CudaSparse, BlockSparseSixtyFourRowMasksTakeTheSixtyFourRowTile) {
+  // Masks of 64-row blocks (and 192-row ones: a multiple of 64, not of 128) at D = 64 run the
+  // 64-row wgmma tile (passes::cuda_wgmma_64_rows), which reads them without coarsening: one
+  // warpgroup, its loader thread 0, three blocks per SM. BigBird, random grids with empty rows,
+  // partial blocks, blocks of 64 x 128 keys; causal and ALiBi; split calls.
+  TRACE_SEED();
+  const Dims d{2, 4, 2, 1573, 1600, 64};
+  for (const char* prog : {kSparsePrograms[0], kSparsePrograms[1], kSparsePrograms[4]}) {
+    SCOPED_TRACE(prog);
+    const KernelSpec spec = cuda_spec(prog, DType::BF16, 64);
+    const BlockMask bigbird = bigbird_grid(d, d.B, d.Hq, 64, 2, rng_);
+    expect_module(spec, d, bigbird, SparseModule::Rows64, rng_);
+    check_sparse(spec, d, bigbird, "64-block BigBird per head", rng_);
+    check_sparse(spec, d, bigbird_grid(d, 1, 1, 64, 1, rng_), "broadcast 64-block BigBird", rng_);
+    check_sparse(spec, d, random_grid(d, d.B, d.Hq, 64, 64, 0.2, rng_), "random grid with empty rows", rng_);
+    check_sparse(spec, d, partial_blocks(d, 1, d.Hq, 64, 128, rng_), "partial 64 x 128 blocks", rng_);
+    const BlockMask rows192 = random_grid(d, 1, 1, 192, 64, 0.3, rng_);
+    expect_module(spec, d, rows192, SparseModule::Rows64, rng_);
+    check_sparse(spec, d, rows192, "192 x 64 random grid", rng_);
+  }
+  const Dims dh{1, 4, 2, 777, 1000, 64};
+  check_sparse(cuda_spec(kSparsePrograms[1], DType::F16, 64), dh, bigbird_grid(dh, 1, dh.Hq, 64, 2, rng_),
+               "fp16 64-block BigBird", rng_);
 }
 
 TEST_F(CudaSparse, BlockSparsePlanCutsRowsLongerThanTheAverageLoad) {

@@ -134,7 +134,8 @@ struct FwdKernel {
   // Two warpgroups of 64 rows, or three at D = 64 (FlashAttention-3's 192-row tile: the 128-float
   // S and P V state of D = 64 fits the 160 registers each of three warpgroups gets).
   static_assert(!kWgmma || (kD % 64 == 0 && kD <= 128 && kWarps == kBM / 16 &&
-                             (kBM == 128 || (kBM == 192 && kD == 64)) && kKeyWarps == 1 && !kRotate &&
+                             (kBM == 128 || (kBM == 64 && Spec::kBlockSparse) || (kBM == 192 && kD == 64)) &&
+                             kKeyWarps == 1 && !kRotate &&
                              !(kPairWindow && kNeox) && !W::kPack && (kBN == 64 || kBN == 128) &&
                              (kStages == 3 || kStages == 4)),
                 "the wgmma form covers the 128-row prefill tile (192 rows at D = 64), D 64 or 128, with "

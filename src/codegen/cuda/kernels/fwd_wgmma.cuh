@@ -323,7 +323,8 @@ struct WgmmaMainloop {
       else __syncthreads();  // the barriers exist before anyone waits on them
     }
     // The thread that issues the TMA loads (none with the producer warp).
-    const bool loader = threadIdx.x == 128 && !kProduced;
+    // (The 64-row tile of 64-row block-sparse masks has one warpgroup: its thread 0.)
+    const bool loader = threadIdx.x == (Kernel::kWarps > 4 ? 128 : 0) && !kProduced;
     float s[1][kNT][4];
     u32 pa[kBN / 16][4];
     float alpha[2];
