@@ -224,6 +224,22 @@ TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
     EXPECT_EQ(passes::cuda_smem_bytes(t, d, true), passes::cuda_smem_bytes(t, d) + d / 2 * 4);
     EXPECT_LE(passes::cuda_smem_bytes(t, d, true), passes::kCudaSmemLimit) << d;
   }
+  // Block-sparse masks of 64-row blocks at D = 64: the 64-row tile (one warpgroup, three blocks
+  // per SM) where the 128-row tile would coarsen them.
+  const KernelSpec sparse64 = spec("softmax(block_sparse(scaled_dot_product(Q, K))) @ V", 64);
+  const TileConfig t128 = passes::cuda_arch_tile(sparse64, 90);
+  EXPECT_TRUE(passes::cuda_sparse_64_rows(sparse64, t128, 64, 64));
+  EXPECT_TRUE(passes::cuda_sparse_64_rows(sparse64, t128, 192, 128));
+  EXPECT_FALSE(passes::cuda_sparse_64_rows(sparse64, t128, 128, 64)) << "read by the 128-row tile as it is";
+  EXPECT_FALSE(passes::cuda_sparse_64_rows(sparse64, t128, 32, 64)) << "coarsened to the 128-row tile";
+  EXPECT_FALSE(passes::cuda_sparse_64_rows(sparse64, t128, 64, 32));
+  EXPECT_FALSE(passes::cuda_sparse_64_rows(sparse64, passes::cuda_arch_tile(sparse64, 80), 64, 64)) << "mma.sync";
+  EXPECT_FALSE(passes::cuda_sparse_64_rows(spec("softmax(block_sparse(scaled_dot_product(Q, K))) @ V", 128),
+                                           t128, 64, 64));
+  const TileConfig t64 = passes::cuda_wgmma_64_rows(t128);
+  EXPECT_EQ(t64.block_q, 64);
+  EXPECT_EQ(t64.num_warps, 4);
+  EXPECT_LE(3 * (passes::cuda_smem_bytes(t64, 64) + 1024), 228 * 1024) << "three blocks per SM";
   KernelSpec decode = spec(causal, 128);
   decode.tile = passes::cuda_decode_tile(128, 16);
   EXPECT_FALSE(passes::cuda_arch_tile(decode, 90).wgmma);
