@@ -59,6 +59,22 @@ suite_ab() {  # suite, rows, limit [gpu_decode.py args...]
     done
   done
 }
+# bench/gpu_decode.py --suite SUITE, ours only, on the carried build with the environment knob
+# KNOB at each of VALUES (a space-separated list), two interleaved rounds, each run within LIMIT
+# seconds: logs in $W/SUITE_KNOB=VALUE_r{1,2}.log; says each run's attnfuse rows. Extra
+# arguments go to gpu_decode.py.
+knob_ab() {  # knob, values, suite, limit [gpu_decode.py args...]
+  local knob=$1 values=$2 suite=$3 limit=$4 round v name
+  shift 4
+  for round in 1 2; do
+    for v in $values; do
+      name="${suite}_${knob}=${v}_r$round"
+      env "$knob=$v" timeout "$(left "$limit")" python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so \
+        --suite "$suite" --ours-only --out "$W/$name" "$@" > "$W/$name.log" 2>&1
+      say "r$round $knob=$v rc=$? $(grep -E '^[a-z].* attnfuse ' "$W/$name.log" | tr -s ' ' | cut -d' ' -f1-7 | tr '\n' ';')"
+    done
+  done
+}
 # The documents suite (documents and varlen decode rows) through suite_ab.
 docs_ab() { suite_ab documents 'documents|varlen' "$1"; }  # limit
 # bench/gpu_decode.py --suite SUITE on the carried build, with the peers, within LIMIT seconds:

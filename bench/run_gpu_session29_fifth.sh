@@ -14,14 +14,7 @@ say "== 1. CudaSparse.*, 8 shards"
 GTEST_FILTER='CudaSparse.*' gpu_suite_sharded "$(left 200)" 8
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. BigBird 64-blocks: 128-row tile (rows64=0) / 64-row tile (rows64=1), ours only"
-for round in 1 2; do
-  for v in 0 1; do
-    ATTNFUSE_CUDA_SPARSE_64_ROWS=$v timeout "$(left 60)" python3 bench/gpu_decode.py \
-      --lib .devcarry/lib/libattnfuse_c.so --suite bigbird --bigbird-block 64 --ours-only \
-      --out "$W/b64_rows64_${v}_r$round" > "$W/b64_rows64_${v}_r$round.log" 2>&1
-    say "r$round rows64=$v rc=$? $(grep -E '^bigbird.* attnfuse ' "$W/b64_rows64_${v}_r$round.log" | tr -s ' ' | cut -d' ' -f1-7 | tr '\n' ';')"
-  done
-done
+knob_ab ATTNFUSE_CUDA_SPARSE_64_ROWS "0 1" bigbird 60 --bigbird-block 64
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. BigBird 64-blocks with the peers"
 timeout "$(left 120)" python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so --suite bigbird \

@@ -377,8 +377,12 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     // H200, BigBird at 64-blocks (4k, GPT-2 heads) went 0.224 -> 0.116 ms; the same loop cost
     // full-block masks 7%, hence the per-call choice (bench/results/2026-12-04-h200-session29/).
     if (m->spec.tile.wgmma && spec_.masks.has(MaskKind::BlockSparse)) {
-      const bool rows64 = passes::cuda_sparse_64_rows(spec_, m->spec.tile, mask->block_q(), mask->block_k()) &&
-                          sparse_64_rows_enabled();
+      const Sparse64Rows rule = sparse_64_rows_mode();
+      const bool rows64 =
+          rule == Sparse64Rows::All
+              ? passes::cuda_sparse_64_rows(spec_, m->spec.tile, 64, mask->block_k()) && mask->block_q() % 64 == 0
+              : rule == Sparse64Rows::Auto &&
+                    passes::cuda_sparse_64_rows(spec_, m->spec.tile, mask->block_q(), mask->block_k());
       const BlockMask* tiled = rows64 ? nullptr : tile_block_mask(*mask, bm, bn);
       if (rows64) m = &rows64_module(pl.rope_mode);
       else if (tiled && upload_block_mask(*tiled).group_states) m = &row_group_module(pl.rope_mode);

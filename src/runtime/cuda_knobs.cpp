@@ -178,9 +178,18 @@ bool paged_tma_unsplit_enabled() {
   return on;
 }
 
-bool sparse_64_rows_enabled() {
-  static const bool on = knob_on("ATTNFUSE_CUDA_SPARSE_64_ROWS");
-  return on;
+Sparse64Rows parse_sparse_64_rows_knob(const char* text) {
+  if (text == nullptr || *text == '\0') return Sparse64Rows::Auto;
+  const std::string v(text);
+  if (v == "0") return Sparse64Rows::Off;
+  if (v == "1") return Sparse64Rows::Auto;
+  if (v == "all") return Sparse64Rows::All;
+  throw Error(ErrorCode::Unsupported, fmt::format("ATTNFUSE_CUDA_SPARSE_64_ROWS='{}' is not one of 0, 1, all", text));
+}
+
+Sparse64Rows sparse_64_rows_mode() {
+  static const Sparse64Rows v = parse_sparse_64_rows_knob(std::getenv("ATTNFUSE_CUDA_SPARSE_64_ROWS"));
+  return v;
 }
 
 const std::optional<int>& tma_l2_promotion_override() {

@@ -55,10 +55,14 @@ bool paged_tma_enabled();
 // ATTNFUSE_CUDA_PAGED_TMA_UNSPLIT=0 keeps unsplit paged decode calls on the padded cp.async
 // module (split calls still copy pages by TMA; CudaKernel::plan).
 bool paged_tma_unsplit_enabled();
-// ATTNFUSE_CUDA_SPARSE_64_ROWS=0 keeps block-sparse masks of 64-row blocks at D = 64 on the
-// 128-row wgmma tile (coarsened, row groups skipping) instead of the 64-row tile
-// (passes::cuda_wgmma_64_rows; CudaKernel::plan).
-bool sparse_64_rows_enabled();
+// ATTNFUSE_CUDA_SPARSE_64_ROWS: which block-sparse calls at D = 64 take the 64-row wgmma tile
+// (passes::cuda_wgmma_64_rows; CudaKernel::plan). Unset or 1: masks of 64-row blocks the
+// 128-row tile would coarsen (passes::cuda_sparse_64_rows); 0: none (they stay on the 128-row
+// tile, row groups skipping); all: every mask whose blocks are multiples of 64 x 64 (an
+// experiment: 128-row blocks then run as two 64-row tiles). Other text is refused.
+enum class Sparse64Rows { Off, Auto, All };
+Sparse64Rows parse_sparse_64_rows_knob(const char* text);
+Sparse64Rows sparse_64_rows_mode();
 // ATTNFUSE_CUDA_DECODE_PRODUCER=1 gives Hopper's TMA decode tiles a producer warp that issues
 // their copies (TileConfig::producer_warp): an experiment, off by default until measured.
 bool decode_producer_enabled();

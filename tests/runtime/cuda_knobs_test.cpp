@@ -88,6 +88,16 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
     refused(parse_paged_deep_max_tiles_knob, bad, "ATTNFUSE_CUDA_PAGED_DEEP_MAX_TILES");
   for (const char* bad : {"0", "32", "512", "256 ", "None", "L2_256B"})
     refused(parse_tma_l2_promotion_knob, bad, "ATTNFUSE_CUDA_TMA_L2_PROMOTE");
+  for (const char* bad : {"2", "on", "ALL", "1 "})
+    refused(parse_sparse_64_rows_knob, bad, "ATTNFUSE_CUDA_SPARSE_64_ROWS");
+}
+
+TEST(CudaKnobs, SparseSixtyFourRowsIsAutoOffOrAll) {
+  EXPECT_EQ(parse_sparse_64_rows_knob(nullptr), Sparse64Rows::Auto);
+  EXPECT_EQ(parse_sparse_64_rows_knob(""), Sparse64Rows::Auto);
+  EXPECT_EQ(parse_sparse_64_rows_knob("1"), Sparse64Rows::Auto);
+  EXPECT_EQ(parse_sparse_64_rows_knob("0"), Sparse64Rows::Off);
+  EXPECT_EQ(parse_sparse_64_rows_knob("all"), Sparse64Rows::All);
 }
 
 }  // namespace
