@@ -146,7 +146,8 @@ class CudaKernel {
   void launch(const AttentionArgs& args, const ScalarArgs& scalars, CUstream stream,
               const LaunchTuning& tuning = {}) const;
   // The plan launch() would follow for this call (validates nothing; compiles the variant it
-  // picks if that is not loaded yet, since the split count depends on the kernel's occupancy).
+  // picks if that is not loaded yet, since the split count depends on the kernel's occupancy,
+  // and uploads a block-sparse call's mask, whose entry states pick the module).
   LaunchPlan plan(const AttentionArgs& args, const ScalarArgs& scalars, const LaunchTuning& tuning = {}) const;
   const KernelSpec& spec() const { return spec_; }
   // The placement this call would use (the spec's mode unless it is auto); `decode`: the call
