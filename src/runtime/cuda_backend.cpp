@@ -372,10 +372,12 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   const int64_t heads = pl.decode ? c.Hkv : c.Hq;
   const int64_t slots = args.cu_seqlens_q ? group * c.Nq / bm + c.docs : (group * c.Nq + bm - 1) / bm;
   if (mask && !pl.decode && !args.cu_seqlens_q) {
-    // A mask whose blocks leave some of the tile's 64-row groups without cells (one finer than
-    // the tile, coarsened to it) takes the module whose warpgroups skip those blocks. On the
-    // H200, BigBird at 64-blocks (4k, GPT-2 heads) went 0.224 -> 0.116 ms; the same loop cost
-    // full-block masks 7%, hence the per-call choice (bench/results/2026-12-04-h200-session29/).
+    // Masks of 64-row blocks at D = 64 take the 64-row tile, which reads them as they are.
+    // Other masks whose blocks leave some of the tile's 64-row groups without cells (finer than
+    // the tile, coarsened to it) take the module whose warpgroups skip those blocks; the same
+    // loop cost full-block masks 7%, hence the per-call choice. On the H200, BigBird at
+    // 64-blocks (4k, GPT-2 heads): 0.224 ms coarsened, 0.116 with the skips, 0.098 on the 64-row
+    // tile (bench/results/2026-12-04-h200-session29/, call3 and call5).
     if (m->spec.tile.wgmma && spec_.masks.has(MaskKind::BlockSparse)) {
       const Sparse64Rows rule = sparse_64_rows_mode();
       const bool rows64 =
