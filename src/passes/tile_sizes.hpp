@@ -315,12 +315,13 @@ constexpr TileConfig cuda_wgmma_64_rows(TileConfig t) {
   return t;
 }
 
-// Whether a block-sparse call over a mask of mask_bq x mask_bk blocks takes that tile: a wgmma
-// prefill tile at D = 64 and blocks of a multiple of 64 rows that the 128-row tile would have to
-// coarsen (a multiple of 128 is read as it is), 64 keys or a multiple.
+// Whether a block-sparse call over a mask of mask_bq x mask_bk blocks takes that tile: plain
+// scores (the tile is tested on the GPU without RoPE) on a wgmma prefill tile at D = 64, blocks
+// of a multiple of 64 rows that the 128-row tile would have to coarsen (a multiple of 128 is read
+// as it is), 64 keys or a multiple.
 constexpr bool cuda_sparse_64_rows(const KernelSpec& s, const TileConfig& t, int64_t mask_bq, int64_t mask_bk) {
-  return t.wgmma && s.head_dim == 64 && s.masks.has(MaskKind::BlockSparse) && mask_bq % 128 != 0 &&
-         mask_bq % 64 == 0 && mask_bk % 64 == 0;
+  return t.wgmma && s.head_dim == 64 && s.score == ScoreKind::ScaledDot && s.masks.has(MaskKind::BlockSparse) &&
+         mask_bq % 128 != 0 && mask_bq % 64 == 0 && mask_bk % 64 == 0;
 }
 
 // The CUDA choices must be launchable for every head dim the template supports.

@@ -377,8 +377,9 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     // the tile, coarsened to it) take the module whose warpgroups skip those blocks; the same
     // loop cost full-block masks 7%, hence the per-call choice. On the H200, BigBird at
     // 64-blocks (4k, GPT-2 heads): 0.224 ms coarsened, 0.116 with the skips, 0.098 on the 64-row
-    // tile (bench/results/2026-12-04-h200-session29/, call3 and call5).
-    if (m->spec.tile.wgmma && spec_.masks.has(MaskKind::BlockSparse)) {
+    // tile (bench/results/2026-12-04-h200-session29/, call3 and call5). Plain scores only: the
+    // GPU tests cover neither module with prerotated rope or rope_window, which keep the plain one.
+    if (m->spec.tile.wgmma && spec_.masks.has(MaskKind::BlockSparse) && spec_.score == ScoreKind::ScaledDot) {
       const Sparse64Rows rule = sparse_64_rows_mode();
       const bool rows64 =
           rule == Sparse64Rows::All

@@ -236,6 +236,8 @@ TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
   EXPECT_FALSE(passes::cuda_sparse_64_rows(sparse64, passes::cuda_arch_tile(sparse64, 80), 64, 64)) << "mma.sync";
   EXPECT_FALSE(passes::cuda_sparse_64_rows(spec("softmax(block_sparse(scaled_dot_product(Q, K))) @ V", 128),
                                            t128, 64, 64));
+  const KernelSpec rope64 = spec("softmax(block_sparse(causal(rope(Q, K)))) @ V", 64, RopeMode::Prerotate);
+  EXPECT_FALSE(passes::cuda_sparse_64_rows(rope64, passes::cuda_arch_tile(rope64, 90), 64, 64)) << "plain scores only";
   const TileConfig t64 = passes::cuda_wgmma_64_rows(t128);
   EXPECT_EQ(t64.block_q, 64);
   EXPECT_EQ(t64.num_warps, 4);
