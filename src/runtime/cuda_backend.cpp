@@ -217,37 +217,44 @@ KernelSpec fit_shared_memory(KernelSpec spec, int max_bytes) {
   return spec;
 }
 
+namespace {
+
+// The module in `slot`: compiled from make_spec() and stored there on first use. Thread-safe:
+// callers that race both get load_module's one cached module.
+template <class MakeSpec>
+const LoadedModule& load_once(std::atomic<const LoadedModule*>& slot, MakeSpec&& make_spec) {
+  if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
+  const LoadedModule& m = load_module(make_spec());
+  slot.store(&m, std::memory_order_release);
+  return m;
+}
+
+}  // namespace
+
 const LoadedModule& CudaKernel::module(RopeMode mode, int64_t decode_rows, KvLayout kv, bool split,
                                        PageCopy pages) const {
   // prefill, narrow or wide decode tile, narrow decode tile of a split call
   const int shape = decode_rows <= 0 ? 0 : (decode_rows > 16 ? 2 : (split ? 3 : 1));
   const int kv_slot = kv == KvLayout::Contiguous ? 0 : 1 + static_cast<int>(pages);
-  auto& slot = variants_[static_cast<int>(mode) + 3 * shape + 12 * kv_slot];
-  if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
-  const LoadedModule& m =
-      load_module(resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3, pages));
-  slot.store(&m, std::memory_order_release);
-  return m;
+  return load_once(variants_[static_cast<int>(mode) + 3 * shape + 12 * kv_slot], [&] {
+    return resolved(mode, shape == 2 ? 64 : (shape == 0 ? 0 : 16), kv, shape == 3, pages);
+  });
 }
 
 const LoadedModule& CudaKernel::row_group_module(RopeMode mode) const {
-  auto& slot = row_group_variants_[static_cast<int>(mode)];
-  if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
-  KernelSpec r = resolved(mode, 0, KvLayout::Contiguous);
-  r.tile.skip_row_groups = r.tile.wgmma && r.masks.has(MaskKind::BlockSparse);
-  const LoadedModule& m = load_module(r);
-  slot.store(&m, std::memory_order_release);
-  return m;
+  return load_once(row_group_variants_[static_cast<int>(mode)], [&] {
+    KernelSpec r = resolved(mode, 0, KvLayout::Contiguous);
+    r.tile.skip_row_groups = r.tile.wgmma && r.masks.has(MaskKind::BlockSparse);
+    return r;
+  });
 }
 
 const LoadedModule& CudaKernel::rows64_module(RopeMode mode) const {
-  auto& slot = rows64_variants_[static_cast<int>(mode)];
-  if (const LoadedModule* m = slot.load(std::memory_order_acquire)) return *m;
-  KernelSpec r = resolved(mode, 0, KvLayout::Contiguous);
-  r.tile = passes::cuda_wgmma_64_rows(r.tile);
-  const LoadedModule& m = load_module(r);
-  slot.store(&m, std::memory_order_release);
-  return m;
+  return load_once(rows64_variants_[static_cast<int>(mode)], [&] {
+    KernelSpec r = resolved(mode, 0, KvLayout::Contiguous);
+    r.tile = passes::cuda_wgmma_64_rows(r.tile);
+    return r;
+  });
 }
 
 RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& scalars, bool decode) const {
@@ -380,12 +387,11 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     // tile (bench/results/2026-12-04-h200-session29/, call3 and call5). Plain scores only: the
     // GPU tests cover neither module with prerotated rope or rope_window, which keep the plain one.
     if (m->spec.tile.wgmma && spec_.masks.has(MaskKind::BlockSparse) && spec_.score == ScoreKind::ScaledDot) {
+      // (`all` judges every mask of 64-row multiples as if its blocks were 64 rows.)
       const Sparse64Rows rule = sparse_64_rows_mode();
-      const bool rows64 =
-          rule == Sparse64Rows::All
-              ? passes::cuda_sparse_64_rows(spec_, m->spec.tile, 64, mask->block_k()) && mask->block_q() % 64 == 0
-              : rule == Sparse64Rows::Auto &&
-                    passes::cuda_sparse_64_rows(spec_, m->spec.tile, mask->block_q(), mask->block_k());
+      const bool rows64 = rule != Sparse64Rows::Off && mask->block_q() % 64 == 0 &&
+                          passes::cuda_sparse_64_rows(spec_, m->spec.tile, rule == Sparse64Rows::All ? 64 : mask->block_q(),
+                                                      mask->block_k());
       const BlockMask* tiled = rows64 ? nullptr : tile_block_mask(*mask, bm, bn);
       if (rows64) m = &rows64_module(pl.rope_mode);
       else if (tiled && upload_block_mask(*tiled).group_states) m = &row_group_module(pl.rope_mode);
