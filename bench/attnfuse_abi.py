@@ -34,7 +34,8 @@ class Args(ctypes.Structure):
                 ("cu_seqlens_q", ctypes.POINTER(Offsets)), ("cu_seqlens_k", ctypes.POINTER(Offsets)),
                 ("paged", ctypes.POINTER(PagedKV)), ("block_mask", ctypes.c_void_p),
                 ("rope_cos", ctypes.c_void_p), ("rope_sin", ctypes.c_void_p),
-                ("rope_positions", ctypes.c_int64), ("rope_pairs", ctypes.c_int64)]
+                ("rope_positions", ctypes.c_int64), ("rope_pairs", ctypes.c_int64),
+                ("paged_table_settled", ctypes.c_int)]
 
 
 def raw_tensor(ptr, shape, strides):

@@ -57,6 +57,15 @@ struct PagedKV {
   std::span<const int32_t> page_indices;   // >= page_indptr[B] entries
   std::span<const int32_t> page_indptr;    // B + 1
   std::span<const int32_t> last_page_len;  // B
+  // The caller's promise that the three index arrays above were complete before the kernel
+  // launched just ahead of this call on its stream began: they are not that kernel's output.
+  // This holds in the usual serving step, where the tables are written (by host copies or a
+  // planning kernel) before the layers run, and the kernel ahead of attention is a projection, a
+  // RoPE or a cache append, which write Q, K and V but not the table. A CUDA call may then read
+  // the table while that kernel is still finishing (programmatic dependent launch) instead of
+  // after it. false (the default): read after it has completed. K and V are always read after.
+  // The CPU backend runs in program order and ignores it.
+  bool table_settled = false;
 
   int64_t num_pages() const { return k_pages.shape[0]; }
   int64_t page_size() const { return layout == Layout::NHD ? k_pages.shape[1] : k_pages.shape[2]; }

@@ -121,6 +121,11 @@ typedef struct {
   const float* rope_sin;
   int64_t rope_positions;
   int64_t rope_pairs;
+  /* With paged: 1 promises that its page_indices, page_indptr and last_page_len were complete
+   * before the kernel launched just ahead of this call on the stream began (they are not that
+   * kernel's output), so a CUDA call may read them while that kernel finishes; 0: read after it
+   * (attnfuse::PagedKV::table_settled). Ignored without paged and on the CPU. */
+  int paged_table_settled;
 } attnfuse_args;
 
 typedef struct attnfuse_kernel attnfuse_kernel;

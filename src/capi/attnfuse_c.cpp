@@ -171,7 +171,10 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
     if (args->has_q_offset) a.q_offset = args->q_offset;
     if (args->cu_seqlens_q) a.cu_seqlens_q = to_offsets(*args->cu_seqlens_q);
     if (args->cu_seqlens_k) a.cu_seqlens_k = to_offsets(*args->cu_seqlens_k);
-    if (args->paged) a.paged = to_paged(*args->paged, args->q.shape[0], dt);
+    if (args->paged) {
+      a.paged = to_paged(*args->paged, args->q.shape[0], dt);
+      a.paged->table_settled = args->paged_table_settled != 0;
+    }
     if (args->block_mask) a.block_mask = &args->block_mask->mask;
     if (args->rope_cos || args->rope_sin)
       a.rope_tables = attnfuse::RopeTablesView{args->rope_cos, args->rope_sin, args->rope_positions, args->rope_pairs};

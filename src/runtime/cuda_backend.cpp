@@ -562,6 +562,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     const auto ps = static_cast<unsigned>(p.page_size);
     p.page_shift = std::has_single_bit(ps) ? std::countr_zero(ps) : -1;
     p.q_offset_given = args.q_offset.has_value();
+    p.page_table_settled = pk.table_settled;
   } else {
     p.k = args.k.data;
     p.v = args.v.data;

@@ -565,6 +565,77 @@ TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
   check_paged(f16, {{6000, 300}, 5, Layout::HND, false, 4, 4, 2, std::nullopt}, rng_, splits);
 }
 
+TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {
+  // PagedKV::table_settled lets a paged call read its page table, and stage its page list, before
+  // it waits for the kernel ahead of it (attention_fwd.cuh, FwdKernel::run); Q, K and V are still
+  // read after. A chain of dependent launches with no host sync, call i's Q being call i-1's O
+  // (NaN-poisoned until written), must match the reference on the Q each call was given and equal
+  // the same chain without the promise bit for bit. Modules: the producer warp's 128-key tile
+  // (70B at pages of 16), the 128-key tile in boxes of 64 rows (pages of 64, split and not, a
+  // sequence without pages), the 64-key TMA tile over long parts (pages of 16), and the cp.async
+  // module with its page list staged (13 parts) or read from the table (4 parts) at pages of 5.
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  struct Case {
+    PagedCase c;
+    LaunchTuning tuning;
+  };
+  const std::vector<Case> cases = {
+      {{{32768}, 16, Layout::NHD, false, 64, 8, 1, std::nullopt}, LaunchTuning{0}},
+      {{{32768, 0, 9001}, 64, Layout::NHD, false, 32, 8, 1, std::nullopt}, LaunchTuning{0}},
+      {{{32768, 0, 9001}, 64, Layout::HND, false, 32, 8, 1, std::nullopt}, LaunchTuning{4, Variant::Decode}},
+      {{std::vector<int64_t>(4, 20000), 16, Layout::NHD, false, 32, 8, 1, std::nullopt}, LaunchTuning{3, Variant::Decode}},
+      {{{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, LaunchTuning{13, Variant::Decode}},
+      {{{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, LaunchTuning{4, Variant::Decode}},
+  };
+  constexpr int kCalls = 4;
+  for (const Case& cs : cases) {
+    const PagedCase& c = cs.c;
+    SCOPED_TRACE(paged_name(c) + " " + tuning_name(cs.tuning));
+    const Dims d{std::ssize(c.lengths), c.Hq, c.Hkv, c.Nq, *std::max_element(c.lengths.begin(), c.lengths.end()), 128};
+    Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
+    const PagedInputs pg = make_paged(spec.dtype, c.layout, c.lengths, c.page_size, c.Hkv, 128, false, rng_);
+    in.host.paged = pg.host;
+    in.device.paged = pg.device;
+    LaunchTuning t = cs.tuning;
+    t.dependent_launch = LaunchTuning::DependentLaunch::On;
+    const auto n_out = static_cast<size_t>(d.B * d.Hq * d.Nq * d.D), n_lse = static_cast<size_t>(d.B * d.Hq * d.Nq);
+    std::vector<Outputs> chained[2];
+    for (const bool settled : {true, false}) {
+      in.device.paged->table_settled = settled;
+      std::vector<runtime::DeviceBuffer> outs, lses;
+      for (int i = 0; i < kCalls; ++i) {
+        outs.emplace_back(n_out * 2).poison();
+        lses.emplace_back(n_lse * 4).poison();
+      }
+      for (int i = 0; i < kCalls; ++i) {
+        AttentionArgs a = in.device;
+        if (i > 0) a.q = TensorView::contiguous(outs[size_t(i - 1)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+        a.out = TensorView::contiguous(outs[size_t(i)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+        a.lse = LseView::contiguous(static_cast<float*>(lses[size_t(i)].get()), {d.B, d.Hq, d.Nq});
+        runtime::run_cuda(spec, a, nullptr, /*sync=*/false, t);
+      }
+      runtime::check(runtime::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+      for (int i = 0; i < kCalls; ++i) {
+        Outputs o;
+        o.out.resize(n_out);
+        o.lse.resize(n_lse);
+        outs[size_t(i)].download(o.out.data());
+        lses[size_t(i)].download(o.lse.data());
+        chained[settled ? 0 : 1].push_back(std::move(o));
+      }
+    }
+    for (int i = 0; i < kCalls; ++i) {
+      SCOPED_TRACE(fmt::format("call {}", i));
+      AttentionArgs host = in.host;
+      if (i > 0) host.q = TensorView::contiguous(chained[0][size_t(i - 1)].out.data(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+      EXPECT_TRUE(matches(expected(spec, host, d), spec.dtype, chained[0][size_t(i)]));
+      EXPECT_TRUE(bitwise_equal(chained[0][size_t(i)], chained[1][size_t(i)], d))
+          << "a settled table changes the results";
+    }
+  }
+}
+
 TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
   // On Hopper the paged decode tiles take K/V by TMA in boxes of gcd(page_size, block_k) rows
   // (attention_fwd.cuh, tma_kv): 8-row boxes (pages of 8 and 24), 32-row ones, and pages of 128

@@ -262,6 +262,14 @@ TEST(CApi, PagedCacheGivesTheBitsOfContiguousKV) {
     EXPECT_TRUE(same_bits(lse, want_lse));
     for (int64_t i = 3 * Hq * Nq * D; i < B * Hq * Nq * D; ++i) ASSERT_EQ(o[size_t(i)], 0.f) << "no keys: O = 0";
     EXPECT_TRUE(std::isinf(lse.back()) && lse.back() < 0) << "no keys: LSE = -inf";
+    // paged_table_settled only moves when a CUDA call reads the table: the CPU gives the same bits.
+    std::vector<float> o2(q.size(), 7.f), lse2(lse.size(), 7.f);
+    a.out = view(o2.data(), B, Hq, Nq, D);
+    a.lse = lse2.data();
+    a.paged_table_settled = 1;
+    ASSERT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+    EXPECT_TRUE(same_bits(o2, o));
+    EXPECT_TRUE(same_bits(lse2, lse));
   }
   attnfuse_kernel_free(k);
 }

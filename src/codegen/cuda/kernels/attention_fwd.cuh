@@ -921,8 +921,18 @@ struct FwdKernel {
       }
   }
 
+  // A paged call whose caller says its page table is settled (FwdParams::page_table_settled)
+  // reads the table, and stages its page list, before it waits for the kernel ahead of it in the
+  // stream (programmatic dependent launch), so those dependent loads overlap that kernel's tail
+  // instead of sitting between the wait and the first copy. Nothing else is read early: K, V and
+  // Q may be that kernel's output (a cache append). Paged calls take no documents or block masks,
+  // whose offsets init() would also read.
+  static constexpr bool kSettledTable = Spec::kPagedKV && !Spec::kDocument && !Spec::kBlockSparse;
+
   static __device__ void run(const FwdParams& p, char* smem_raw) {
-    grid_dependency_wait();  // (the next grid is let in after the main loop, below)
+    bool settled = false;
+    if constexpr (kSettledTable) settled = p.page_table_settled != 0;
+    if (!settled) grid_dependency_wait();  // (the next grid is let in after the main loop, below)
     if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kQTile;  // kStages stages
@@ -930,6 +940,11 @@ struct FwdKernel {
     Element* sV = sK + kStages * kKVTile;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
+    // The computing warps copy the block's page ids (the producer warp points at them later).
+    bool staged = false;
+    if constexpr (kPageList > 0)
+      if (!kProducer || threadIdx.x < kThreads) staged = stage_page_list(p, w, page_list(sV));
+    if (settled) grid_dependency_wait();
     if constexpr (kProducer) {
       if (threadIdx.x >= kThreads) {
         if constexpr (kWgmma) setmaxnreg_dec<kProducerRegs>();
@@ -990,8 +1005,6 @@ struct FwdKernel {
           if (w.it_begin + s < w.it_end) issue_kv(p, w, sK, sV, s, w.tile(p, w.it_begin + s), 0xffffffffu, true);
       }
     }
-    bool staged = false;
-    if constexpr (kPageList > 0) staged = stage_page_list(p, w, page_list(sV));
     const bool issued = tma && (kProducer || !Spec::kPagedKV);  // above, or by the producer warp
     const auto load_q = [&] {
       load_tile<kBM>(sQ, p.q, [&](int r) { return w.m0 + r < w.rows ? w.q_row(p, w.m0 + r) : nullptr; });

@@ -89,6 +89,7 @@ struct FwdParams {
   int page_size;
   int page_shift;      // log2(page_size) when it is a power of two, else -1
   int q_offset_given;
+  int page_table_settled;  // PagedKV::table_settled: the table may be read before the grid dependency wait
   af_i64 page_stride_k[3];
   af_i64 page_stride_v[3];
 
