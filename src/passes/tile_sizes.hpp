@@ -169,9 +169,14 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 inline constexpr int64_t kPagedDeepMaxTiles = 32;
 // A paged decode block copies its parts' page ids into shared memory once, ahead of its first
 // K/V copy, when they number at most this many (attention_fwd.cuh, stage_page_list), so each
-// tile's lookups are shared-memory loads instead of dependent global ones. 256 ids (1 KB) cover
-// a 32-tile part at pages of 8 keys or more and keep three two-stage D = 128 blocks per SM.
+// tile's lookups are shared-memory loads instead of dependent global ones. The tiles that take
+// pages by TMA (Hopper, page sizes that are multiples of 8) hold 1024 ids (4 KB): a part of 16k
+// keys at pages of 16, where Llama-3-8B B8 / 32k splits into parts of ~8k keys, with three
+// unsplit D = 128 blocks per SM still (3 x 74 KB). The cp.async tiles pad their rows and rotate
+// from staged tables, so they keep 256 ids (1 KB; a 32-tile part at pages of 8 keys or more),
+// which keeps their three blocks per SM too.
 inline constexpr int kCudaPageListSlots = 256;
+inline constexpr int kCudaPageListSlotsTma = 1024;
 // Whether a Hopper decode tile takes 128 keys (cuda_decode_tile's `wide_keys`): K/V by TMA
 // (`tma`) from a contiguous cache, or from pages where the copy engine's boxes hold 64 rows or
 // more (`large_boxes`: page sizes that are multiples of 64). Which paged calls copy by TMA is the

@@ -2,6 +2,7 @@
 // memory and the paged decode tiles' staged page list. The decode tiles' speed rests on how many
 // blocks share an SM (passes::cuda_decode_tile), so these tests pin the occupancy each layout
 // is meant to keep, as well as the byte counts.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include "attnfuse/program.hpp"
@@ -48,6 +49,36 @@ TEST(LaunchShape, PagedDecodeTilesStageTheirPageIdsAndKeepTheirOccupancy) {
   EXPECT_EQ(blocks_per_sm(codegen::cuda::shared_memory_bytes(
                 decode_spec("softmax(causal(rope(Q, K, base=500000))) @ V", 128, true))),
             3);
+}
+
+TEST(LaunchShape, TmaPagedDecodeTilesStageLongerListsAtTheSameOccupancy) {
+  // The tiles that take pages by TMA hold kCudaPageListSlotsTma ids (a part of 16k keys at
+  // pages of 16), and still as many blocks per SM as contiguous calls: three unsplit 64-key
+  // tiles at D = 128, two split ones, one of the 128-key tile.
+  for (const char* program : {kCausal, "softmax(causal(rope(Q, K, base=500000))) @ V"}) {
+    for (const bool split : {false, true}) {
+      for (const int block_k : {64, 128}) {
+        SCOPED_TRACE(fmt::format("{} split {} block_k {}", program, split, block_k));
+        KernelSpec paged = decode_spec(program, 128, true, split);
+        paged.tile.tma_kv = true;
+        paged.tile.block_k = block_k;
+        KernelSpec contiguous = paged;
+        contiguous.kv_layout = KvLayout::Contiguous;
+        EXPECT_EQ(codegen::cuda::page_list_slots(paged), passes::kCudaPageListSlotsTma);
+        EXPECT_EQ(codegen::cuda::shared_memory_bytes(paged),
+                  codegen::cuda::shared_memory_bytes(contiguous) + passes::kCudaPageListSlotsTma * 4);
+        const int blocks = blocks_per_sm(codegen::cuda::shared_memory_bytes(paged));
+        EXPECT_EQ(blocks, blocks_per_sm(codegen::cuda::shared_memory_bytes(contiguous)));
+        if (block_k == 64) EXPECT_EQ(blocks, split ? 2 : 3);
+      }
+    }
+  }
+  EXPECT_NE(codegen::cuda::emit_forward([] {
+              KernelSpec s = decode_spec(kCausal, 128, true);
+              s.tile.tma_kv = true;
+              return s;
+            }()).find(fmt::format("kPageListSlots = {};", passes::kCudaPageListSlotsTma)),
+            std::string::npos);
 }
 
 TEST(LaunchShape, OnlyDensePagedDecodeTilesAtUpTo128DimsStageIds) {

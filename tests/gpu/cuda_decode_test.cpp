@@ -563,6 +563,11 @@ TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
   check_paged(spec, {{6000, 2500}, 24, Layout::HND, true, 16, 2, 3, 7000}, rng_, splits);
   const KernelSpec f16 = cuda_spec("softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", DType::F16, 64);
   check_paged(f16, {{6000, 300}, 5, Layout::HND, false, 4, 4, 2, std::nullopt}, rng_, splits);
+  // Pages of 16 go by TMA on Hopper, whose tiles hold passes::kCudaPageListSlotsTma ids: 20000
+  // keys are 1250 ids, so one part reads the table and two (625 each) or more stage theirs.
+  static_assert(passes::kCudaPageListSlotsTma == 1024, "the split counts below straddle 1024 ids per part");
+  check_paged(spec, {{20000, 777}, 16, Layout::NHD, false, 8, 2, 1, std::nullopt}, rng_,
+              {LaunchTuning{1, Variant::Decode}, LaunchTuning{2, Variant::Decode}, LaunchTuning{5, Variant::Decode}});
 }
 
 TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {

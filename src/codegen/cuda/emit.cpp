@@ -70,7 +70,7 @@ int shared_memory_bytes(const KernelSpec& spec) {
 int page_list_slots(const KernelSpec& spec) {
   const bool staged = spec.kv_layout == KvLayout::Paged && spec.tile.pack_gqa && spec.head_dim <= 128 &&
                       !spec.masks.has(MaskKind::BlockSparse);
-  return staged ? passes::kCudaPageListSlots : 0;
+  return !staged ? 0 : spec.tile.tma_kv ? passes::kCudaPageListSlotsTma : passes::kCudaPageListSlots;
 }
 
 bool uses_tma(const KernelSpec& spec) {
