@@ -428,7 +428,8 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   //  - copied by cp.async: the deep module only where the parts are short (kPagedDeepMaxTiles,
   //    judged on the two-stage split so that longer calls never compile it). Its three stages
   //    were 17-20% slower over long parts (passes/tile_sizes.hpp).
-  // (Wide and overridden tiles resolve to the same module: nothing to redo.)
+  // (Hopper's 128-key tile goes from two stages to three here too; overridden tiles resolve to
+  // the same module: nothing to redo.)
   const bool long_parts_ok = pl.kv_layout == KvLayout::Contiguous || decode_tma(pl.rope_mode, pl.kv_layout, pages);
   const bool deep_fits = long_parts_ok || (key_tiles + splits - 1) / std::max(splits, 1) <=
                                               paged_deep_max_tiles_override().value_or(passes::kPagedDeepMaxTiles);
