@@ -153,7 +153,8 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    session12/call3). Pages copied by TMA take it over long parts too: 8B B8 / 32k at pages
 //    of 16, 0.2723 -> 0.2522 ms (contiguous 0.2399; bench/results/2026-12-02-h200-session16/).
 //  - `wide_keys` (Hopper copies K/V by TMA, cuda_decode_wide_keys; D = 128): 128-key tiles
-//    in three stages for split calls (198 KB, one block per SM), two for unsplit ones (below). Fewer, larger copies and half the
+//    in three stages for split calls and paged ones (198 KB, one block per SM), two for
+//    unsplit contiguous ones (below). Fewer, larger copies and half the
 //    block barriers per byte; measured on the H200 against the 64-key tiles above (ms, 8B B1 /
 //    32k, B8 / 4k, B32 / 32k, 70B B1 / 32k): 0.0418 / 0.0408 / 1.018 / 0.0446 -> 0.0394 /
 //    0.0393 / 0.997 / 0.0415 (bench/results/2026-12-02-h200-session14/, call 2). Nsight at B32:
@@ -162,7 +163,10 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    streamed faster at Llama-3-8B B32, 4k / 32k / 128k 0.1248 / 0.9561 / 3.819 ms (three stages)
 //    -> 0.1245 / 0.9455 / 3.750 (two interleaved rounds; 64-key tiles in three stages
 //    0.1243 / 0.9533 / 3.758, in two 0.1282 / 0.9545 / 3.790; two splits 0.1307 / 0.958 / 3.90;
-//    bench/results/2026-12-04-h200-session30/call4/). Split calls keep three. Paged caches
+//    bench/results/2026-12-04-h200-session30/call4/; the A/B in call5: 1.005x / 1.010x / 1.020x,
+//    the other contiguous cells level). Split calls keep three, and so do unsplit paged calls
+//    (`paged`): two stages of page boxes took 8B B32 / 32k at pages of 64 0.9542 -> 0.9826 ms
+//    (call5). Paged caches
 //    take the 128-key tile only in modules that copy pages by TMA, and only in boxes of 64 rows
 //    or more (cuda_decode_wide_keys): B8's unsplit padded module was 65-69% slower with it; at
 //    pages of 64 8B B8 / 32k went 0.2831 -> 0.2506 ms and 70B B1 / 32k 0.0457 -> 0.0433, at
@@ -191,7 +195,7 @@ constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool large_boxes) {
 }
 
 constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split = false,
-                                      bool wide_keys = false) {
+                                      bool wide_keys = false, bool paged = false) {
   TileConfig t;
   t.num_warps = 4;
   t.pack_gqa = true;
@@ -201,7 +205,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
     t.block_q = 16;
     t.key_warps = 4;
     if (split && head_dim <= 128) t.stages = 3;
-    if (wide_keys && head_dim == 128) t.block_k = 128, t.stages = split ? 3 : 2;
+    if (wide_keys && head_dim == 128) t.block_k = 128, t.stages = split || paged ? 3 : 2;
   } else {
     t.block_q = 64;
     t.key_warps = 1;

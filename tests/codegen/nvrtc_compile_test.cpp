@@ -197,7 +197,7 @@ void expect_compiles_without_spills(Group group) {
                          spec.score == ScoreKind::ScaledDot;
         if (v.decode_rows > 0)
           spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split,
-                                                  passes::cuda_decode_wide_keys(tma, v.paged, v.large_boxes));
+                                                  passes::cuda_decode_wide_keys(tma, v.paged, v.large_boxes), v.paged);
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         spec.tile.tma_kv = tma;

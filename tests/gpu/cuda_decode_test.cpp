@@ -232,7 +232,7 @@ TEST_F(CudaDecode, LaunchPlanOfALlama3Step) {
   EXPECT_EQ(unsplit.num_splits, 1);
   EXPECT_FALSE(unsplit.merge_in_kernel);
   // Hopper's TMA tile over a contiguous cache (prerotated RoPE, or none) reads 128 keys, the
-  // others 64; unsplit calls take two stages either way (passes::cuda_decode_tile).
+  // others 64; unsplit contiguous calls take two stages either way (passes::cuda_decode_tile).
   const bool wide = plan.module->spec.tile.tma_kv;
   EXPECT_EQ(plan.module->spec.tile.block_k, wide ? 128 : 64);
   EXPECT_EQ(unsplit.module->spec.tile.block_k, wide ? 128 : 64);

@@ -157,24 +157,27 @@ TEST(TileSizes, CudaChoicesFitTheTemplate) {
 }
 
 // The decode tiles (tile_sizes.hpp): a 16-row atom over 4 key-split warps up to 16 rows, 64 rows
-// beyond; a third stage only for the narrow tile of a split call over contiguous K/V at D <= 128;
-// every one fits shared memory with the block counts the comment promises.
+// beyond; a third stage for the narrow tile of a split call at D <= 128 and for Hopper's paged
+// 128-key tile; every one fits shared memory with the block counts the comment promises.
 TEST(TileSizes, DecodeTilesFollowRowsSplitAndHeadDim) {
   for (int d : {64, 96, 128, 256})
     for (int64_t rows : {1, 4, 8, 16, 17, 32, 64})
       for (bool split : {false, true})
-        for (bool tma : {false, true}) {
-          const TileConfig t = passes::cuda_decode_tile(d, rows, split, tma);
-          SCOPED_TRACE(::testing::Message() << "d=" << d << " rows=" << rows << " split=" << split << " tma=" << tma);
-          const bool wide_keys = tma && rows <= 16 && d == 128;  // Hopper's contiguous narrow tile
-          EXPECT_TRUE(t.pack_gqa);
-          EXPECT_EQ(t.num_warps, 4);
-          EXPECT_EQ(t.block_q, rows <= 16 ? 16 : 64);
-          EXPECT_EQ(t.key_warps, rows <= 16 ? 4 : 1);
-          EXPECT_EQ(t.block_k, wide_keys ? 128 : (rows > 16 && d > 128 ? 32 : 64));
-          EXPECT_EQ(t.stages, split && rows <= 16 && d <= 128 ? 3 : 2);
-          EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit);
-        }
+        for (bool tma : {false, true})
+          for (bool paged : {false, true}) {
+            const TileConfig t = passes::cuda_decode_tile(d, rows, split, tma, paged);
+            SCOPED_TRACE(::testing::Message() << "d=" << d << " rows=" << rows << " split=" << split << " tma=" << tma
+                                              << " paged=" << paged);
+            const bool wide_keys = tma && rows <= 16 && d == 128;  // Hopper's TMA narrow tile
+            EXPECT_TRUE(t.pack_gqa);
+            EXPECT_EQ(t.num_warps, 4);
+            EXPECT_EQ(t.block_q, rows <= 16 ? 16 : 64);
+            EXPECT_EQ(t.key_warps, rows <= 16 ? 4 : 1);
+            EXPECT_EQ(t.block_k, wide_keys ? 128 : (rows > 16 && d > 128 ? 32 : 64));
+            // Three stages in split calls; unsplit, only the paged 128-key tile keeps a third.
+            EXPECT_EQ(t.stages, (split && rows <= 16 && d <= 128) || (wide_keys && paged) ? 3 : 2);
+            EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit);
+          }
   // Hopper's 128-key tile: one block per SM (two or three 64 KB stages, with Q and the barriers).
   EXPECT_GT(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, false, true), 128) + 1024), 228 * 1024);
   EXPECT_GT(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true, true), 128) + 1024), 228 * 1024);
