@@ -59,7 +59,8 @@ bool paged_tma_unsplit_enabled();
 // (passes::cuda_wgmma_64_rows; CudaKernel::plan). Unset or 1: masks of 64-row blocks the
 // 128-row tile would coarsen (passes::cuda_sparse_64_rows); 0: none (they stay on the 128-row
 // tile, row groups skipping); all: every mask whose blocks are multiples of 64 x 64 (an
-// experiment: 128-row blocks then run as two 64-row tiles). Other text is refused.
+// experiment: 128-row blocks then run as two 64-row tiles, 1.12-1.15x slower on the 128-block
+// BigBird, bench/results/2026-12-04-h200-session30/call1/). Other text is refused.
 enum class Sparse64Rows { Off, Auto, All };
 Sparse64Rows parse_sparse_64_rows_knob(const char* text);
 Sparse64Rows sparse_64_rows_mode();
