@@ -270,6 +270,50 @@ TEST_F(CudaDecode, InKernelMergeMatchesTheCombineKernelCallAfterCall) {
   }
 }
 
+// `calls` calls queued back to back on the default stream with no host sync, call i's Q being
+// call i-1's O (every output NaN-poisoned until written), with tuning t: their O and LSE.
+std::vector<Outputs> run_chain(const KernelSpec& spec, const AttentionArgs& device, const Dims& d,
+                               const LaunchTuning& t, int calls) {
+  const auto n_out = static_cast<size_t>(d.B * d.Hq * d.Nq * d.D), n_lse = static_cast<size_t>(d.B * d.Hq * d.Nq);
+  std::vector<runtime::DeviceBuffer> outs, lses;
+  for (int i = 0; i < calls; ++i) {
+    outs.emplace_back(n_out * 2).poison();
+    lses.emplace_back(n_lse * 4).poison();
+  }
+  for (int i = 0; i < calls; ++i) {
+    AttentionArgs a = device;
+    if (i > 0) a.q = TensorView::contiguous(outs[size_t(i - 1)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+    a.out = TensorView::contiguous(outs[size_t(i)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+    a.lse = LseView::contiguous(static_cast<float*>(lses[size_t(i)].get()), {d.B, d.Hq, d.Nq});
+    runtime::run_cuda(spec, a, nullptr, /*sync=*/false, t);
+  }
+  runtime::check(runtime::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+  std::vector<Outputs> chain;
+  for (int i = 0; i < calls; ++i) {
+    Outputs o;
+    o.out.resize(n_out);
+    o.lse.resize(n_lse);
+    outs[size_t(i)].download(o.out.data());
+    lses[size_t(i)].download(o.lse.data());
+    chain.push_back(std::move(o));
+  }
+  return chain;
+}
+
+// Each call of `chain` against the reference on the Q it was given (the previous call's O), and
+// bit for bit against the same call of `other` (`differs` says what a mismatch means).
+void check_chain(const KernelSpec& spec, const AttentionArgs& host, const Dims& d, std::vector<Outputs>& chain,
+                 const std::vector<Outputs>& other, const char* differs) {
+  ASSERT_EQ(chain.size(), other.size());
+  for (size_t i = 0; i < chain.size(); ++i) {
+    SCOPED_TRACE(fmt::format("call {}", i));
+    AttentionArgs h = host;
+    if (i > 0) h.q = TensorView::contiguous(chain[i - 1].out.data(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+    EXPECT_TRUE(matches(expected(spec, h, d), spec.dtype, chain[i]));
+    EXPECT_TRUE(bitwise_equal(chain[i], other[i], d)) << differs;
+  }
+}
+
 TEST_F(CudaDecode, DependentLaunchesChainCallsOnOneStream) {
   // Programmatic dependent launch lets each kernel be scheduled while the one before it finishes;
   // every kernel waits before touching memory. A chain of calls queued back to back on one stream
@@ -295,15 +339,8 @@ TEST_F(CudaDecode, DependentLaunchesChainCallsOnOneStream) {
     const Dims& d = link.d;
     SCOPED_TRACE(fmt::format("{} {} {}", link.program, gpu_test::dims_name(d), tuning_name(link.tuning)));
     Inputs in = make_inputs(spec, d, rng_);
-    constexpr int kCalls = 8;
-    const auto n_out = static_cast<size_t>(d.B * d.Hq * d.Nq * d.D), n_lse = static_cast<size_t>(d.B * d.Hq * d.Nq);
     std::vector<Outputs> chained[2];
     for (const bool dependent : {true, false}) {
-      std::vector<runtime::DeviceBuffer> outs, lses;
-      for (int i = 0; i < kCalls; ++i) {
-        outs.emplace_back(n_out * 2).poison();
-        lses.emplace_back(n_lse * 4).poison();
-      }
       LaunchTuning t = link.tuning;
       if (dependent) {  // Auto: decode calls over short parts (these) launch as dependents, prefill calls not
         const bool can = runtime::dependent_launch_enabled() && runtime::device_info().arch() >= 90;
@@ -311,31 +348,9 @@ TEST_F(CudaDecode, DependentLaunchesChainCallsOnOneStream) {
                   can && d.Nq <= runtime::kDecodeMaxQueries);
       }
       t.dependent_launch = dependent ? LaunchTuning::DependentLaunch::On : LaunchTuning::DependentLaunch::Off;
-      for (int i = 0; i < kCalls; ++i) {
-        AttentionArgs a = in.device;
-        if (i > 0) a.q = TensorView::contiguous(outs[size_t(i - 1)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
-        a.out = TensorView::contiguous(outs[size_t(i)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
-        a.lse = LseView::contiguous(static_cast<float*>(lses[size_t(i)].get()), {d.B, d.Hq, d.Nq});
-        runtime::run_cuda(spec, a, nullptr, /*sync=*/false, t);
-      }
-      runtime::check(runtime::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-      for (int i = 0; i < kCalls; ++i) {
-        Outputs o;
-        o.out.resize(n_out);
-        o.lse.resize(n_lse);
-        outs[size_t(i)].download(o.out.data());
-        lses[size_t(i)].download(o.lse.data());
-        chained[dependent ? 0 : 1].push_back(std::move(o));
-      }
+      chained[dependent ? 0 : 1] = run_chain(spec, in.device, d, t, 8);
     }
-    for (int i = 0; i < kCalls; ++i) {
-      SCOPED_TRACE(fmt::format("call {}", i));
-      AttentionArgs host = in.host;
-      if (i > 0) host.q = TensorView::contiguous(chained[0][size_t(i - 1)].out.data(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
-      EXPECT_TRUE(matches(expected(spec, host, d), spec.dtype, chained[0][size_t(i)]));
-      EXPECT_TRUE(bitwise_equal(chained[0][size_t(i)], chained[1][size_t(i)], d))
-          << "dependent launches differ from plain stream order";
-    }
+    check_chain(spec, in.host, d, chained[0], chained[1], "dependent launches differ from plain stream order");
   }
 }
 
@@ -594,7 +609,6 @@ TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {
       {{{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, LaunchTuning{13, Variant::Decode}},
       {{{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, LaunchTuning{4, Variant::Decode}},
   };
-  constexpr int kCalls = 4;
   for (const Case& cs : cases) {
     const PagedCase& c = cs.c;
     SCOPED_TRACE(paged_name(c) + " " + tuning_name(cs.tuning));
@@ -605,40 +619,12 @@ TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {
     in.device.paged = pg.device;
     LaunchTuning t = cs.tuning;
     t.dependent_launch = LaunchTuning::DependentLaunch::On;
-    const auto n_out = static_cast<size_t>(d.B * d.Hq * d.Nq * d.D), n_lse = static_cast<size_t>(d.B * d.Hq * d.Nq);
     std::vector<Outputs> chained[2];
     for (const bool settled : {true, false}) {
       in.device.paged->table_settled = settled;
-      std::vector<runtime::DeviceBuffer> outs, lses;
-      for (int i = 0; i < kCalls; ++i) {
-        outs.emplace_back(n_out * 2).poison();
-        lses.emplace_back(n_lse * 4).poison();
-      }
-      for (int i = 0; i < kCalls; ++i) {
-        AttentionArgs a = in.device;
-        if (i > 0) a.q = TensorView::contiguous(outs[size_t(i - 1)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
-        a.out = TensorView::contiguous(outs[size_t(i)].get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
-        a.lse = LseView::contiguous(static_cast<float*>(lses[size_t(i)].get()), {d.B, d.Hq, d.Nq});
-        runtime::run_cuda(spec, a, nullptr, /*sync=*/false, t);
-      }
-      runtime::check(runtime::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-      for (int i = 0; i < kCalls; ++i) {
-        Outputs o;
-        o.out.resize(n_out);
-        o.lse.resize(n_lse);
-        outs[size_t(i)].download(o.out.data());
-        lses[size_t(i)].download(o.lse.data());
-        chained[settled ? 0 : 1].push_back(std::move(o));
-      }
+      chained[settled ? 0 : 1] = run_chain(spec, in.device, d, t, 4);
     }
-    for (int i = 0; i < kCalls; ++i) {
-      SCOPED_TRACE(fmt::format("call {}", i));
-      AttentionArgs host = in.host;
-      if (i > 0) host.q = TensorView::contiguous(chained[0][size_t(i - 1)].out.data(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
-      EXPECT_TRUE(matches(expected(spec, host, d), spec.dtype, chained[0][size_t(i)]));
-      EXPECT_TRUE(bitwise_equal(chained[0][size_t(i)], chained[1][size_t(i)], d))
-          << "a settled table changes the results";
-    }
+    check_chain(spec, in.host, d, chained[0], chained[1], "a settled table changes the results");
   }
 }
 
