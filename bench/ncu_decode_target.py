@@ -10,7 +10,7 @@ gpu_decode.py's make_pages), to profile the paged kernel against the contiguous 
 `--sets S` rotates the calls over S input sets (enough that K/V outgrow the L2, as the benchmark
 does); `--graph` captures the calls into one CUDA graph and replays it once, so they run back to
 back as in the benchmark's timing (bench/run_gpu_decode_phases.sh).
-Usage: python3 bench/ncu_decode_target.py ours|cudnn B,Hq,Hkv,KV [--calls N] [--lib L] [--page-size P]
+Usage: python3 bench/ncu_decode_target.py ours|cudnn B,Hq,Hkv,KV [--calls N] [--lib L] [--page-size P [--settled]]
        [--sets S] [--graph]
 """
 import argparse
@@ -28,6 +28,8 @@ def main():
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--lib", default=None)
     ap.add_argument("--page-size", type=int, default=0, help="ours: a paged cache with pages of this many rows")
+    ap.add_argument("--settled", action="store_true",
+                    help="ours, paged: attnfuse_args.paged_table_settled (the table read before the grid dependency wait)")
     ap.add_argument("--sets", type=int, default=1, help="input sets the calls rotate over")
     ap.add_argument("--graph", action="store_true", help="capture the calls into a CUDA graph, replay it once")
     a = ap.parse_args()
@@ -45,7 +47,7 @@ def main():
             sys.exit(f"compile failed: {err}")
         for q, k, v in sets:
             if a.page_size > 0:
-                pages = gd.make_pages(k, v, a.page_size, gen)
+                pages = dict(gd.make_pages(k, v, a.page_size, gen), table_settled=a.settled)
                 fns.append(ours.call(handle, q, None, None, torch.empty_like(q), paged=pages))
             else:
                 fns.append(ours.call(handle, q, k, v, torch.empty_like(q)))
