@@ -186,7 +186,10 @@ std::string cuda_launch_line(Target target, const KernelSpec& spec, const Attent
                                            : " + combine kernel";
   return fmt::format("  cuda launch: {} variant{}, {}-row x {}-key tiles in {} stages, {} split{}{}, grid {}x{}x{}{}\n",
                      pl.decode ? "decode (GQA group packed per tile)" : "prefill",
-                     pl.kv_layout == KvLayout::Paged ? ", paged K/V" : "", t.block_q, t.block_k, t.stages,
+                     pl.kv_layout != KvLayout::Paged ? ""
+                     : args.paged && args.paged->table_settled ? ", paged K/V (settled table)"
+                                                               : ", paged K/V",
+                     t.block_q, t.block_k, t.stages,
                      pl.num_splits, pl.num_splits == 1 ? "" : "s", merge, pl.grid[0], pl.grid[1], pl.grid[2],
                      pl.dependent_launch ? ", programmatic dependent launch" : "");
 }

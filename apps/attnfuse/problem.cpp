@@ -74,6 +74,7 @@ AttentionArgs Problem::args() {
   if (paged) {
     a.k = a.v = TensorView{};
     a.paged = paged->view();
+    a.paged->table_settled = paged_table_settled;
   }
   if (rope_tables)
     a.rope_tables = RopeTablesView{rope_tables->cos.data(), rope_tables->sin.data(), rope_tables->positions,

@@ -68,6 +68,7 @@ struct Problem {
   // Paged KV cache (--k-pages ... or --shape with --page-size): K and V live here and k / v are
   // empty; shape.len_kv is the longest sequence.
   std::optional<PagedCache> paged;
+  bool paged_table_settled = false;  // --paged-table-settled (PagedKV::table_settled)
   // --rope-cos / --rope-sin: the caller's RoPE tables, [positions, pairs] each.
   struct RopeTables {
     std::vector<float> cos, sin;

@@ -50,6 +50,10 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
                  "with --shape: store the random K/V in a paged cache of this page size, pages in a "
                  "shuffled order")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--paged-table-settled", o.paged_table_settled,
+               "with a paged cache: PagedKV::table_settled, the promise that the kernel ahead of "
+               "the call does not write the page table, so a CUDA call may read it before that "
+               "kernel ends (the CPU ignores it)");
   app.add_option_function<int64_t>(
       "--q-offset", [&o](const int64_t& v) { o.files.q_offset = v; },
       "position of query 0 (default Nk - Nq: bottom-right aligned)");
@@ -142,6 +146,9 @@ Prepared prepare(const ProblemOptions& o, bool want_lse) {
     p.problem = load_problem(p.spec, files, p.dtype, want_lse);
   }
   load_rope_tables(p.problem, o.files);
+  if (o.paged_table_settled && !p.problem.paged)
+    throw UsageError("--paged-table-settled needs a paged cache (--page-size, or --k-pages and its table)");
+  p.problem.paged_table_settled = o.paged_table_settled;
   if (rope_config && p.spec.scalars.rope.rotary_dim > p.problem.shape.head_dim)
     throw Error(ErrorCode::Shape,
                 fmt::format("--rope-config {}: the model rotates rotary_dim = {} dims (head_dim {}) but "

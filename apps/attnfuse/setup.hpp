@@ -26,6 +26,7 @@ struct ProblemOptions {
   std::string block_size;  // --block-size BQ,BK as typed
   uint64_t seed = 0;
   int64_t page_size = 0;  // --page-size: random K/V in a paged cache (0: contiguous)
+  bool paged_table_settled = false;  // --paged-table-settled: PagedKV::table_settled
   std::string dtype = "fp32";
   std::string device = "auto";
   int threads = 0;  // 0: OpenMP's default

@@ -4,6 +4,7 @@
 // written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "cli_harness.hpp"
@@ -58,8 +59,21 @@ TEST(CliPaged, RandomShapeWithPageSize) {
     EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("of 16, NHD"), std::string::npos) << r.out;
   }
+  // --paged-table-settled: the same bits on the CPU (it only moves when a CUDA call reads the table).
+  const CliResult plain = run_cli({"run", kProgram, "--shape", "2,4,2,3,150,32", "--page-size", "16", "--seed", "3",
+                                   "--device", "cpu", "--out", (dir / "plain.npy").string()},
+                                  dir);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  const CliResult settled = run_cli({"run", kProgram, "--shape", "2,4,2,3,150,32", "--page-size", "16", "--seed", "3",
+                                     "--device", "cpu", "--paged-table-settled", "--check", "--out", (dir / "settled.npy").string()},
+                                    dir);
+  ASSERT_EQ(settled.exit_code, 0) << settled.out << settled.err;
+  EXPECT_NE(settled.out.find("PASS"), std::string::npos) << settled.out;
+  const io::NpyArray a = read(dir / "plain.npy"), b = read(dir / "settled.npy");
+  EXPECT_TRUE(std::ranges::equal(a.f32(), b.f32()));
   const CliResult help = run_cli({"run", "--help"}, dir);
   EXPECT_NE(help.out.find("--page-size"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--paged-table-settled"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("--k-pages"), std::string::npos) << help.out;
 }
 
@@ -96,6 +110,8 @@ TEST(CliPaged, ErrorsBeforeWriting) {
   std::vector<std::string> bias = args;
   bias[1] = "softmax(additive_bias(causal(scaled_dot_product(Q, K)))) @ V";
   expect_user_error(dir, bias, "additive_bias needs one key axis shared by the batch");
+  expect_user_error(dir, {"run", kProgram, "--shape", "1,2,2,3,40,16", "--paged-table-settled", "--device", "cpu"},
+                    "--paged-table-settled needs a paged cache");
 }
 
 }  // namespace
