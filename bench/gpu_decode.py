@@ -16,7 +16,10 @@ Suites (--suite, default all):
              cache holding the same data: the paged overhead in %. --paged-layouts nhd,hnd adds
              HND pages (rows attnfuse_paged_hnd_ps16, ...). Each NHD page size is timed twice:
              as is, and with attnfuse_args.paged_table_settled (rows ..._settled: the kernel
-             reads the table before it waits for the call ahead of it).
+             reads the table before it waits for the call ahead of it). --pages-in-order adds
+             NHD pages laid out in table order (rows ..._inorder): the same lookups and copies
+             over memory in order, which separates the cost of the pages' placement from that of
+             the paged addressing.
   bigbird    softmax(block_sparse(scaled_dot_product(Q, K))) @ V, GPT-2 geometry (B 4, H 12, D 64)
              at N 4k and 16k, a BigBird grid of 128-blocks (global first block row and column, the
              diagonal band, random blocks per row; about 12% at 4k, since global + diagonal alone
@@ -771,14 +774,15 @@ def paged_cells(quick):
     return cells + [dict(LLAMA70, B=1, KV=32768)]
 
 
-def make_pages(k, v, page_size, gen, layout="nhd"):
+def make_pages(k, v, page_size, gen, layout="nhd", in_order=False):
     """NHD pages [num_pages, page_size, Hkv, D] (or HND [num_pages, Hkv, page_size, D]) holding
-    k / v [B, Hkv, KV, D] (KV a multiple of page_size) at a random permutation of page slots; the
-    page table as device int32."""
+    k / v [B, Hkv, KV, D] (KV a multiple of page_size) at a random permutation of page slots (or,
+    in_order, logical page i in slot i); the page table as device int32."""
     B, Hkv, KV, D = k.shape
     per_seq = KV // page_size
     num_pages = B * per_seq
-    perm = torch.randperm(num_pages, device=DEV, generator=gen)
+    perm = (torch.arange(num_pages, device=DEV) if in_order
+            else torch.randperm(num_pages, device=DEV, generator=gen))
 
     def paged(t):
         if layout == "hnd":
@@ -833,6 +837,13 @@ def run_paged(ours, args, quick):
                         handle, cerr, lambda key=skey: [ours.call(handle, q, None, None, torch.full_like(q, float("nan")),
                                                                   paged=tables[key])],
                         f"pages of {ps}, table_settled")
+                if lay == "nhd" and args.pages_in_order:  # the same addressing, pages laid out in table order
+                    okey = f"{key}_inorder"
+                    tables[okey] = make_pages(k, v, ps, gen, lay, in_order=True)
+                    impls[okey] = ours.impl(
+                        handle, cerr, lambda key=okey: [ours.call(handle, q, None, None, torch.full_like(q, float("nan")),
+                                                                  paged=tables[key])],
+                        f"pages of {ps} in table order")
         batches = sorted({0, c["B"] - 1})
         ref = decode_reference(q, k, v, batches)
         res = validate_and_time(impls, lambda o: rel_err(o[batches], ref), args)
@@ -1238,6 +1249,9 @@ def main():
     ap.add_argument("--ours-only", action="store_true", help="skip the peers")
     ap.add_argument("--paged-layouts", default="nhd", choices=["nhd", "hnd", "nhd,hnd", "hnd,nhd"],
                     help="paged: the page layouts to time (NHD, FlashInfer's default; HND keeps a head's rows together)")
+    ap.add_argument("--pages-in-order", action="store_true",
+                    help="paged: also time NHD pages laid out in table order (_inorder rows): the page placement's "
+                         "share of the overhead")
     ap.add_argument("--peers", default="", help="decode and bigbird: only these peers (comma lists; decode: sdpa_cudnn, sdpa_flash, flex; "
                          "bigbird: flex, flex_b128, sdpa_dense_mask)")
     ap.add_argument("--cells", default="",
