@@ -27,7 +27,7 @@ for round in $(seq "${ROUNDS:-1}"); do
         python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so --suite $suite --quick "${extra[@]}" \
         > "$OUT/sweep/${suite}_${n}_r$round.log" 2>&1
     done
-    grep -hE "^(llama|  first)" "$OUT/sweep/decode_${n}_r$round.log" "$OUT/sweep/paged_${n}_r$round.log" |
-      grep -E "attnfuse" | sed "s/^/$t  /"
+    for suite in ${SUITES:-decode paged}; do cat "$OUT/sweep/${suite}_${n}_r$round.log"; done |
+      grep -E "^(llama|  first)" | grep -E "attnfuse" | sed "s/^/$t  /"
   done
 done | tee "$OUT/decode_tile_sweep.txt"

@@ -279,28 +279,54 @@ struct FwdKernel {
   // Paged K/V: the maps see the page tensors as [pages, Hkv, page_size, D] and a box is
   // p.tma_box_rows rows (gcd of page_size and kBN, at least 8, so every box starts a page-aligned
   // run of rows and lands on a 1024-byte swizzle atom). A tile is kBN / box boxes x kD / 64
-  // column blocks x K and V copies (32 for 64 keys at pages of 16, 64 at most): lane u of warp 0
+  // column blocks x K and V copies (32 for 64 keys at pages of 16, 64 at most at D <= 128): lane u of warp 0
   // looks up the pages of copies u, u + 32 (in the staged list where the block has one) and
   // issues them, so the lookups overlap as the cp.async path's batched ones do. Boxes past the
   // sequence's end are not issued; the rows they leave, and those of the last page past its
   // length, are zeroed in V by zero_tail_rows, since P = 0 times stale bits can still be NaN.
+  static constexpr int kPagedCopiesPerLane = ((kBN / 8) * (kD / 64) * 2 + 31) / 32;
+  // Lane u's page ids and in-page rows of a paged tile's copies u, u + 32, ... (the lookups
+  // alone, so that producer() can make a settled table's first ones before the grid wait).
+  struct TilePages {
+    int page[kPagedCopiesPerLane], row[kPagedCopiesPerLane];
+  };
+  static __device__ __forceinline__ int paged_boxes(const FwdParams& p, const W& w, int n0) {
+    const int live = w.len_k - n0 < kBN ? w.len_k - n0 : kBN;
+    return live > 0 ? (live + p.tma_box_rows - 1) / p.tma_box_rows : 0;
+  }
+  static __device__ __forceinline__ TilePages lookup_tile_pages(const FwdParams& p, const W& w, int nb) {
+    constexpr int kColBlocks = kD / 64;
+    const int n0 = nb * kBN, copies = paged_boxes(p, w, n0) * kColBlocks * 2, lane = threadIdx.x & 31;
+    TilePages t;
+#pragma unroll
+    for (int u = 0; u < kPagedCopiesPerLane; ++u) {
+      const int c = lane + 32 * u;
+      t.row[u] = 0;
+      t.page[u] = c < copies ? w.page_of(p, n0 + c / (2 * kColBlocks) * p.tma_box_rows, t.row[u]) : 0;
+    }
+    return t;
+  }
+  static __device__ __forceinline__ void tma_kv_pages(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
+                                                      u32 bar, int nb, const TilePages& t) {
+    constexpr int kColBlocks = kD / 64;
+    const int n0 = nb * kBN, box = p.tma_box_rows, lane = threadIdx.x & 31;
+    const int boxes = paged_boxes(p, w, n0), copies = boxes * kColBlocks * 2;
+    if (lane == 0) mbar_expect_tx(bar, boxes * box * kD * 2 * 2);
+    __syncwarp();  // the expected bytes are posted before any copy can complete
+#pragma unroll
+    for (int u = 0; u < kPagedCopiesPerLane; ++u) {
+      const int c = lane + 32 * u;
+      if (c >= copies) break;
+      const int i = c / (2 * kColBlocks), cb = (c / 2) % kColBlocks;
+      const u32 off = cb * kBN * 128 + i * box * 128;
+      if (c & 1) tma_load_4d(smem_addr(v_dst) + off, p.tma_v, bar, cb * 64, t.row[u], w.hk, t.page[u]);
+      else tma_load_4d(smem_addr(k_dst) + off, p.tma_k, bar, cb * 64, t.row[u], w.hk, t.page[u]);
+    }
+  }
   static __device__ __forceinline__ void tma_kv(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
                                                 u32 bar, int nb) {
     if constexpr (Spec::kPagedKV) {
-      constexpr int kColBlocks = kD / 64;
-      const int n0 = nb * kBN, box = p.tma_box_rows, lane = threadIdx.x & 31;
-      const int live = w.len_k - n0 < kBN ? w.len_k - n0 : kBN;
-      const int boxes = live > 0 ? (live + box - 1) / box : 0;
-      if (lane == 0) mbar_expect_tx(bar, boxes * box * kD * 2 * 2);
-      __syncwarp();  // the expected bytes are posted before any copy can complete
-      for (int c = lane; c < boxes * kColBlocks * 2; c += 32) {  // 64 copies at most (128 keys, pages of 8)
-        const int i = c / (2 * kColBlocks), cb = (c / 2) % kColBlocks;
-        int row;
-        const int page = w.page_of(p, n0 + i * box, row);
-        const u32 off = cb * kBN * 128 + i * box * 128;
-        if (c & 1) tma_load_4d(smem_addr(v_dst) + off, p.tma_v, bar, cb * 64, row, w.hk, page);
-        else tma_load_4d(smem_addr(k_dst) + off, p.tma_k, bar, cb * 64, row, w.hk, page);
-      }
+      tma_kv_pages(p, w, k_dst, v_dst, bar, nb, lookup_tile_pages(p, w, nb));
       return;
     }
     // A document's tiles start at its first row (k_row0: 0 without documents).
@@ -367,12 +393,20 @@ struct FwdKernel {
   // -> 0.0413, contiguous 0.0379). Calls without tensor maps (the module's cp.async fallback)
   // leave it nothing to do: it exits, which releases the block barriers it would otherwise hold
   // (PTX `exit`).
-  static __device__ void producer(const FwdParams& p, W& w, Element* sK, Element* sV) {
-    if (p.tma_kv == 0) return;
+  //
+  // With a settled table (run(), kSettledTable) the warp reaches here before the grid dependency
+  // wait and looks up its first tile's pages before it, so its first copies go out right after the
+  // wait instead of one table load later.
+  static __device__ void producer(const FwdParams& p, W& w, Element* sK, Element* sV, bool settled) {
+    const auto wait_if_settled = [&] {
+      if (settled) grid_dependency_wait();
+    };
+    if (p.tma_kv == 0) return wait_if_settled();
     // The wgmma loop returns before its first barrier when the block has no key tile (the decode
     // tile's computing warps pass the block barrier whatever their tiles).
-    if (kWgmma && w.it_begin >= w.it_end) return;
+    if (kWgmma && w.it_begin >= w.it_end) return wait_if_settled();
     if (threadIdx.x >= kThreads + 32) {  // the wgmma producer warpgroup's idle warps
+      wait_if_settled();
       block_sync();
       return;
     }
@@ -391,6 +425,18 @@ struct FwdKernel {
     };
     int it = w.it_begin;
     constexpr int kFirst = Spec::kPagedKV ? 1 : kStages;  // tiles issued before the block barrier
+    if constexpr (kSettledTable) {
+      if (settled) {
+        if (it < w.it_end) {
+          const TilePages first = lookup_tile_pages(p, w, w.tile(p, it));
+          grid_dependency_wait();
+          tma_kv_pages(p, w, sK, sV, stage_full(sV), w.tile(p, it), first);  // stage 0
+          ++it;
+        } else {
+          grid_dependency_wait();
+        }
+      }
+    }
     for (; it < w.it_end && it - w.it_begin < kFirst; ++it) issue(it);
     if constexpr (kPageList > 0) stage_page_list(p, w, page_list(sV), /*copy=*/false);
     block_sync();  // the barriers are seen block-wide; the computing warps have staged the page ids
@@ -924,9 +970,11 @@ struct FwdKernel {
   // A paged call whose caller says its page table is settled (FwdParams::page_table_settled)
   // reads the table, and stages its page list, before it waits for the kernel ahead of it in the
   // stream (programmatic dependent launch), so those dependent loads overlap that kernel's tail
-  // instead of sitting between the wait and the first copy. Nothing else is read early: K, V and
-  // Q may be that kernel's output (a cache append). Paged calls take no documents or block masks,
-  // whose offsets init() would also read.
+  // instead of sitting between the wait and the first copy; the producer warp also looks up its
+  // first tile's pages before its wait (producer(): Llama-3-70B B1 / 32k settled, 0.0397 -> 0.0393
+  // ms at pages of 64, 0.0408 -> 0.0403 at 16, bench/results/2026-12-04-h200-session32/call1/).
+  // Nothing else is read early: K, V and Q may be that kernel's output (a cache append). Paged
+  // calls take no documents or block masks, whose offsets init() would also read.
   static constexpr bool kSettledTable = Spec::kPagedKV && !Spec::kDocument && !Spec::kBlockSparse;
 
   static __device__ void run(const FwdParams& p, char* smem_raw) {
@@ -944,15 +992,15 @@ struct FwdKernel {
     bool staged = false;
     if constexpr (kPageList > 0)
       if (!kProducer || threadIdx.x < kThreads) staged = stage_page_list(p, w, page_list(sV));
-    if (settled) grid_dependency_wait();
     if constexpr (kProducer) {
       if (threadIdx.x >= kThreads) {
         if constexpr (kWgmma) setmaxnreg_dec<kProducerRegs>();
-        producer(p, w, sK, sV);
+        producer(p, w, sK, sV, settled);  // (it waits for the grid ahead itself)
         return;
       }
       if constexpr (kWgmma) setmaxnreg_inc<kComputeRegs>();
     }
+    if (settled) grid_dependency_wait();
     RopeTables rt{};
     if constexpr (kTables) {
       rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + kStages * kKVTile));
