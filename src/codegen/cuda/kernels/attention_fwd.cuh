@@ -971,13 +971,18 @@ struct FwdKernel {
   // reads the table, and stages its page list, before it waits for the kernel ahead of it in the
   // stream (programmatic dependent launch), so those dependent loads overlap that kernel's tail
   // instead of sitting between the wait and the first copy; the producer warp also looks up its
-  // first tile's pages before its wait (producer(): Llama-3-70B B1 / 32k settled, 0.0397 -> 0.0393
-  // ms at pages of 64, 0.0408 -> 0.0403 at 16, bench/results/2026-12-04-h200-session32/call1/).
+  // first tile's pages before its wait (producer(): Llama-3-70B B1 / 32k settled at pages of 16,
+  // the call that takes the producer warp, 0.0408 -> 0.0403 ms,
+  // bench/results/2026-12-04-h200-session32/call1/).
   // Nothing else is read early: K, V and Q may be that kernel's output (a cache append). Paged
   // calls take no documents or block masks, whose offsets init() would also read.
   static constexpr bool kSettledTable = Spec::kPagedKV && !Spec::kDocument && !Spec::kBlockSparse;
 
   static __device__ void run(const FwdParams& p, char* smem_raw) {
+    // The K/V tensor maps are fetched while the block waits for the grid ahead, not by its first
+    // copy.
+    if constexpr (Spec::kTmaKV)
+      if (threadIdx.x == 0 && p.tma_kv != 0) tma_prefetch_map(p.tma_k), tma_prefetch_map(p.tma_v);
     bool settled = false;
     if constexpr (kSettledTable) settled = p.page_table_settled != 0;
     if (!settled) grid_dependency_wait();  // (the next grid is let in after the main loop, below)

@@ -129,6 +129,15 @@ __device__ __forceinline__ void mbar_arrive(u32 bar) {
 #endif
 }
 
+// Asks the copy engine to fetch a tensor map ahead of its first copy (CUTLASS does the same at
+// kernel entry). A map in the kernel's parameters is no output of the grid ahead, so this may run
+// before griddepcontrol.wait.
+__device__ __forceinline__ void tma_prefetch_map(const void* tensor_map) {
+#ifdef ATTNFUSE_WGMMA
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tensor_map) : "memory");
+#endif
+}
+
 // One box of a 4-D tensor map (coordinates innermost first) into shared memory at `dst`.
 __device__ __forceinline__ void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1, int c2,
                                             int c3) {

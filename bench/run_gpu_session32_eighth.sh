@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The thirty-second session's eighth device call, on the first call's build (carry .devcarry) with
+# two template folders: .devcarry/kP (the tree with the K/V tensor maps prefetched at kernel entry,
+# `prefetch.tensormap` before the grid dependency wait) and .devcarry/kprodP (kP with the phase
+# probe and the producer stamps of the seventh call).
+#   1. decode and paged suites, ours only, two interleaved rounds: the build's templates / kP;
+#   2. the whole GPU suite on kP (ATTNFUSE_KERNEL_DIR), 8 shards;
+#   3. the phase probe with producer stamps on kprodP, 70B B1 / 32k contiguous and pages of 16
+#      settled.
+# CAP bounds the whole (default 500 s).
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+digest_init
+CAP=${CAP:-500}
+KP=$PWD/.devcarry/kP
+say "== 1. decode and paged: current templates / tensor maps prefetched, ours only, two rounds"
+for s in decode paged; do
+  OUT=$W/ab_$s QUICK=0 ROUNDS=2 SUITE=$s timeout "$(left 120)" bash bench/run_gpu_decode_ab.sh \
+    cur=.devcarry prefetch=.devcarry+ATTNFUSE_KERNEL_DIR=$KP > "$W/${s}_ab.txt" 2>&1
+  say "$s rc=$?"
+  cut -c1-170 "$W/${s}_ab.txt" >> "$D"
+done
+tar czf "$OUT/logs.tgz" -C "$W" .
+say "== 2. the whole GPU suite on the prefetching templates, 8 shards"
+ATTNFUSE_KERNEL_DIR=$KP gpu_suite_sharded "$(left 260)" 8
+tar czf "$OUT/logs.tgz" -C "$W" .
+say "== 3. phase probe with producer stamps, prefetching templates"
+for ps in 0 16s; do
+  [ "$(left 60)" -lt 25 ] && break
+  n=prodP_$ps settled=() paged=()
+  [[ $ps == *s ]] && settled=(--settled) && ps=${ps%s}
+  [ "$ps" != 0 ] && paged=(--page-size "$ps")
+  ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/kprodP ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-prodP \
+    timeout "$(left 40)" python3 bench/ncu_decode_target.py ours 1,64,8,32768 --calls 40 --sets 2 --graph \
+    "${paged[@]}" "${settled[@]}" --lib .devcarry/lib/libattnfuse_c.so > "$W/$n.raw" 2>&1
+  say "== 1,64,8,32768 $n"
+  python3 bench/decode_phase_probe.py "$W/$n.raw" --warmup 4 2>&1 | grep -E "pre|loop  " | tee -a "$D"
+  python3 bench/experiments/producer_probe_summary.py "$W/$n.raw" --warmup 4 2>&1 | tee -a "$D"
+done
+tar czf "$OUT/logs.tgz" -C "$W" .
+say "done in ${SECONDS}s"
