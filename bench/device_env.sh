@@ -102,6 +102,21 @@ decode_phases() {  # limit
   OUT=$W/phases CAP=$1 bash bench/run_gpu_decode_phases.sh > "$W/phases.log" 2>&1
   cat "$W/phases/digest.txt" >> "$D" 2>/dev/null
 }
+# The 70B B1 / 32k decode call under the phase probe with the producer warp's stamps
+# (bench/experiments/producer_stamps.patch): 40 graph-captured calls with the templates in KDIR,
+# over a contiguous cache (PAGES 0) or pages of PAGES rows (a trailing s: a settled table), within
+# LIMIT seconds: $W/NAME.raw; thread 0's phases and the producer's to the digest.
+producer_probe() {  # name, kernel dir, pages, limit
+  local settled=() paged=() ps=$3
+  [[ $ps == *s ]] && settled=(--settled) && ps=${ps%s}
+  [ "$ps" != 0 ] && paged=(--page-size "$ps")
+  ATTNFUSE_KERNEL_DIR=$2 ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-$(basename "$2") \
+    timeout "$(left "$4")" python3 bench/ncu_decode_target.py ours 1,64,8,32768 --calls 40 --sets 2 --graph \
+    "${paged[@]}" "${settled[@]}" --lib .devcarry/lib/libattnfuse_c.so > "$W/$1.raw" 2>&1
+  say "== 1,64,8,32768 $1"
+  python3 bench/decode_phase_probe.py "$W/$1.raw" --warmup 4 2>&1 | grep -E "pre|loop  " | tee -a "$D"
+  python3 bench/experiments/producer_probe_summary.py "$W/$1.raw" --warmup 4 2>&1 | tee -a "$D"
+}
 # Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
 # a script sets its own default CAP before calling).
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }

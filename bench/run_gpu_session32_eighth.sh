@@ -27,15 +27,7 @@ tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 3. phase probe with producer stamps, prefetching templates"
 for ps in 0 16s; do
   [ "$(left 60)" -lt 25 ] && break
-  n=prodP_$ps settled=() paged=()
-  [[ $ps == *s ]] && settled=(--settled) && ps=${ps%s}
-  [ "$ps" != 0 ] && paged=(--page-size "$ps")
-  ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/kprodP ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-prodP \
-    timeout "$(left 40)" python3 bench/ncu_decode_target.py ours 1,64,8,32768 --calls 40 --sets 2 --graph \
-    "${paged[@]}" "${settled[@]}" --lib .devcarry/lib/libattnfuse_c.so > "$W/$n.raw" 2>&1
-  say "== 1,64,8,32768 $n"
-  python3 bench/decode_phase_probe.py "$W/$n.raw" --warmup 4 2>&1 | grep -E "pre|loop  " | tee -a "$D"
-  python3 bench/experiments/producer_probe_summary.py "$W/$n.raw" --warmup 4 2>&1 | tee -a "$D"
+  producer_probe "prodP_$ps" "$PWD/.devcarry/kprodP" "$ps" 40
 done
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "done in ${SECONDS}s"
