@@ -177,7 +177,7 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
 inline constexpr int64_t kPagedDeepMaxTiles = 32;
 // A paged decode block copies its parts' page ids into shared memory once, ahead of its first
-// K/V copy, when they number at most this many (attention_fwd.cuh, stage_page_list), so each
+// K/V copy, when they number at most this many (kv_copy.cuh, stage_page_list), so each
 // tile's lookups are shared-memory loads instead of dependent global ones. The tiles that take
 // pages by TMA (Hopper, page sizes that are multiples of 8) hold 1024 ids (4 KB): a part of 16k
 // keys at pages of 16, where Llama-3-8B B8 / 32k splits into parts of ~8k keys, with three
@@ -229,7 +229,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
 //  - D = 64 takes four stages (145 KB; 153 KB with 192 rows): two tiles load ahead while the
 //    warpgroups drift apart in the decoupled schedule (fwd_wgmma.cuh); at D = 128 a fourth stage
 //    does not fit.
-//  - A producer warpgroup (fwd_wgmma.cuh, FwdKernel::producer) issues the TMA tiles: 384
+//  - A producer warpgroup (kv_copy.cuh, KvCopy::producer) issues the TMA tiles: 384
 //    threads, setmaxnreg gives it 24 registers and the computing warpgroups 240, and no
 //    computing warp waits for the other warpgroup to free a stage. On the H200 against the loader
 //    thread inside warpgroup 1 (bench/results/2026-12-02-h200-session17/, CLI A/B, two rounds):

@@ -566,7 +566,7 @@ TEST_F(CudaDecode, PagedShortPartsAtSmallPagesTakeTheProducerTile) {
 
 TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
   // A paged decode block stages its parts' page ids in shared memory when they number at most
-  // passes::kCudaPageListSlots, else it reads the table (attention_fwd.cuh, stage_page_list).
+  // passes::kCudaPageListSlots, else it reads the table (kv_copy.cuh, stage_page_list).
   // Page sizes that are not powers of two (the division path), parts that start and end inside
   // pages, and split counts on both sides of the limit: 6000 keys in pages of 5 are 1200 ids, so
   // 4 parts (300 ids each) read the table and 8 or 13 parts (150 or ~93) stage theirs.
@@ -630,7 +630,7 @@ TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {
 
 TEST_F(CudaDecode, PagedTmaBoxesAtEveryPageGeometry) {
   // On Hopper the paged decode tiles take K/V by TMA in boxes of gcd(page_size, block_k) rows
-  // (attention_fwd.cuh, tma_kv): 8-row boxes (pages of 8 and 24), 32-row ones, and pages of 128
+  // (kv_copy.cuh, tma_kv): 8-row boxes (pages of 8 and 24), 32-row ones, and pages of 128
   // and 256 that hold two and four 64-key tiles. Last pages end short over a pool of NaN, which
   // the boxes read and zero_tail_rows clears in V. Pages of 12 (boxes of 4 rows) take the cp.async
   // module. Each case against contiguous calls (which take TMA too, with 128-key tiles at D = 128,

@@ -45,7 +45,7 @@ void check_supported(const KernelSpec& spec) {
 
 int threads_per_block(const KernelSpec& spec) {
   // The wgmma tile's producer is a warpgroup (setmaxnreg moves registers per warpgroup), the
-  // decode tile's one warp (FwdKernel::producer).
+  // decode tile's one warp (KvCopy::producer, kv_copy.cuh).
   return (spec.tile.num_warps + (producer_warp(spec) ? (spec.tile.wgmma ? 4 : 1) : 0)) * 32;
 }
 
@@ -59,7 +59,7 @@ int shared_memory_bytes(const KernelSpec& spec) {
   const bool tables = rotates_in_kernel(spec) || spec.score == ScoreKind::RopeWindow;
   if (spec.tile.tma_kv && !spec.tile.wgmma) {
     // Decode tiles by TMA: padded Q, swizzled K/V stages from a 1024-byte boundary (1 KB of
-    // slack), then one mbarrier per stage (attention_fwd.cuh).
+    // slack), then one mbarrier per stage (kv_copy.cuh).
     const TileConfig& t = spec.tile;
     return (t.block_q * (spec.head_dim + 8) + 2 * t.stages * t.block_k * spec.head_dim) * 2 + 1024 + 64 +
            page_list_slots(spec) * 4;

@@ -20,7 +20,7 @@
 //    on the stage's "empty" mbarrier once its P V product has read it; one thread of
 //    warpgroup 1 waits for that release before it reloads the stage. The warpgroups drift
 //    apart freely, so one's softmax falls under the other's matrix products. With a producer
-//    warpgroup (Spec::kProducerWarp, FwdKernel::producer) one of its warps waits and issues
+//    warpgroup (Spec::kProducerWarp, KvCopy::producer) one of its warps waits and issues
 //    instead, so no computing warp ever waits on the other warpgroup's release.
 //  - lockstep (cp.async calls): one __syncthreads per tile publishes the generic-proxy copies
 //    and frees the stage the next load overwrites.
@@ -252,12 +252,12 @@ struct WgmmaMainloop {
   // Documents by TMA: the tile's rows at and past its document's end (len_k) hold the next
   // document's keys, or the copy engine's zeros past the tensor. Their scores are masked by
   // selection, but P = 0 times a non-finite V element is NaN, so their V rows are zeroed
-  // (FwdKernel::zero_tail_rows, the paged tiles' zeroing: same swizzled layout) before any P V
+  // (KvCopy::zero_tail_rows, the paged tiles' zeroing: same swizzled layout) before any P V
   // product reads the stage, and a barrier of the computing warps publishes them. Uniform over
   // the block, once per block at most (the document's last tile).
   static __device__ __forceinline__ void zero_foreign_v_rows(const W& w, Element* v_tile, int n0) {
-    if (Kernel::zero_tail_rows(w, v_tile, n0)) {
-      if constexpr (Kernel::kProducer) Kernel::compute_sync();
+    if (Kernel::KV::zero_tail_rows(w, v_tile, n0)) {
+      if constexpr (Kernel::kProducer) Kernel::KV::compute_sync();
       else __syncthreads();
     }
   }
@@ -271,11 +271,11 @@ struct WgmmaMainloop {
     Element* v_dst = sV + stage * kKVTile;
     if constexpr (Kernel::SpecType::kTmaKV) {
       if (tma) {
-        Kernel::tma_kv(p, w, k_dst, v_dst, full + stage * 8, w.tile(p, it));
+        Kernel::KV::tma_kv(p, w, k_dst, v_dst, full + stage * 8, w.tile(p, it));
         return;
       }
     }
-    Kernel::load_kv(p, w, k_dst, v_dst, w.tile(p, it), 0xffffffffu);
+    Kernel::KV::load_kv(p, w, k_dst, v_dst, w.tile(p, it), 0xffffffffu);
     cp_async_commit();
   }
 
@@ -308,9 +308,9 @@ struct WgmmaMainloop {
     const int wg = warp / 4, n = w.it_end - w.it_begin;
     const bool tma = Kernel::SpecType::kTmaKV && p.tma_kv != 0;
     const bool dec = tma;  // the decoupled schedule; uniform over the block
-    const u32 full = Kernel::stage_full(sV);    // kS barriers: the stage's tile has landed
-    const u32 empty = Kernel::stage_empty(sV);  // decoupled, kS more: every warp is done with it
-    // With the producer warp it makes the barriers and issues every tile (FwdKernel::producer).
+    const u32 full = Kernel::KV::stage_full(sV);    // kS barriers: the stage's tile has landed
+    const u32 empty = Kernel::KV::stage_empty(sV);  // decoupled, kS more: every warp is done with it
+    // With the producer warp it makes the barriers and issues every tile (KvCopy::producer).
     constexpr bool kProduced = Kernel::kProducer;
     if (tma) {
       if (threadIdx.x == 0 && !kProduced) {
@@ -319,7 +319,7 @@ struct WgmmaMainloop {
           for (int st = 0; st < kS; ++st) mbar_init(empty + st * 8, Kernel::kWarps);
         mbar_init_fence();
       }
-      if (kProduced) Kernel::block_sync();  // the producer's barriers exist (it passes this one too)
+      if (kProduced) Kernel::KV::block_sync();  // the producer's barriers exist (it passes this one too)
       else __syncthreads();  // the barriers exist before anyone waits on them
     }
     // The thread that issues the TMA loads (none with the producer warp).
@@ -376,7 +376,7 @@ struct WgmmaMainloop {
         // also done with tile rel - 2's stage, which the load below overwrites. The producer
         // warp, waiting on the stages, takes no part (named barrier 1 of the computing warps).
         fence_proxy_async_smem();
-        if (kProduced && tma) Kernel::compute_sync();
+        if (kProduced && tma) Kernel::KV::compute_sync();
         else __syncthreads();
       }
       if constexpr (Kernel::SpecType::kDocument) {

@@ -107,7 +107,7 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // more K/V than the L2 holds, and at normal priority that stream can evict the table before the
 // next call, whose prologue waits on it twice (indptr, then the page ids). On the H200 it was
 // level alone, and worth 0.0421 -> 0.0414 ms at Llama-3-70B B1 / 32k, pages of 16, once the
-// producer warp's first-tile rule (FwdKernel::producer) put the staged page ids on the block
+// producer warp's first-tile rule (KvCopy::producer, kv_copy.cuh) put the staged page ids on the block
 // barrier's path (bench/results/2026-12-03-h200-session26/call2/).
 __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
   int v;

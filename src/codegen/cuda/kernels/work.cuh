@@ -285,7 +285,7 @@ struct Work {
     v_off = page * p.page_stride_v[0] + hk * p.page_stride_v[1] + (af_i64)row * p.page_stride_v[2];
   }
 
-  // Contiguous K / V rows (paged caches go through page_offsets in FwdKernel::load_kv).
+  // Contiguous K / V rows (paged caches go through page_offsets in KvCopy::load_kv).
   __device__ __forceinline__ const Element* k_row(const FwdParams& p, int j) const {
     return static_cast<const Element*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1] + (k_row0 + j) * p.k_stride[2];
   }

@@ -1,0 +1,265 @@
+"""gpu_decode.py's torch-free half: the C ABI's functions through ctypes (Lib, BlockMaskHandle,
+default_lib) and --selfcheck (the ctypes layouts against attnfuse.h, the new ABI on the CPU device).
+
+Separate so that what runs without torch or a GPU (ctest's bench_abi_mirrors) reads on its own;
+the GPU code needs only Lib from it.
+"""
+import ctypes
+import os
+import random
+import subprocess
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---------------------------------------------------------------- the C ABI (include/attnfuse/attnfuse.h)
+
+from attnfuse_abi import (DEVICE_CPU, FP32, MISSING_TENSOR, OK, PAGED_HND, PAGED_NHD, Args, Offsets,  # noqa: E402
+                          PagedKV, Tensor, raw_tensor)
+
+
+def default_lib():
+    for cand in (os.environ.get("ATTNFUSE_LIB"), os.path.join(REPO, ".devcarry/lib/libattnfuse_c.so"),
+                 os.path.join(REPO, "build/lib/libattnfuse_c.so")):
+        if cand and os.path.exists(cand):
+            return cand
+    return os.path.join(REPO, "build/lib/libattnfuse_c.so")
+
+
+class Lib:
+    """The C ABI's functions with their argument types (no torch needed)."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        lib = self.lib = ctypes.CDLL(self.path)
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64
+        lib.attnfuse_compile.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
+        lib.attnfuse_launch.argtypes = [vp, ctypes.POINTER(Args), vp]
+        lib.attnfuse_kernel_free.argtypes = [vp]
+        lib.attnfuse_last_error.restype = ctypes.c_char_p
+        lib.attnfuse_block_mask_from_dense.argtypes = [vp, i64, i64, i64, i64, ctypes.c_int, ctypes.c_int,
+                                                       ctypes.POINTER(vp)]
+        lib.attnfuse_block_mask_free.argtypes = [vp]
+
+    def error(self):
+        return self.lib.attnfuse_last_error().decode()
+
+    def compile(self, program, device, dtype_code, head_dim):
+        handle = ctypes.c_void_p()
+        st = self.lib.attnfuse_compile(program.encode(), device, dtype_code, head_dim, ctypes.byref(handle))
+        if st != OK:
+            raise RuntimeError(f"attnfuse_compile: status {st}: {self.error()}")
+        return handle
+
+    def block_mask_from_dense(self, grid_ptr, batch, heads, q_len, kv_len, block_q, block_k):
+        """attnfuse_block_mask_from_dense on a host uint8 grid; free the result with .free()."""
+        handle = ctypes.c_void_p()
+        st = self.lib.attnfuse_block_mask_from_dense(grid_ptr, batch, heads, q_len, kv_len, block_q, block_k,
+                                                     ctypes.byref(handle))
+        if st != OK:
+            raise RuntimeError(f"attnfuse_block_mask_from_dense: status {st}: {self.error()}")
+        return BlockMaskHandle(self, handle)
+
+    def launch(self, handle, args, stream=None):
+        return self.lib.attnfuse_launch(handle, ctypes.byref(args), ctypes.c_void_p(stream))
+
+
+class BlockMaskHandle:
+    """An attnfuse_block_mask*: pass .handle as attnfuse_args.block_mask; .free() when no launch
+    that reads it is in flight."""
+
+    def __init__(self, lib, handle):
+        self.lib, self.handle = lib, handle
+
+    def free(self):
+        if self.handle:
+            self.lib.lib.attnfuse_block_mask_free(self.handle)
+            self.handle = None
+
+
+# ---------------------------------------------------------------- --selfcheck (no GPU)
+
+LAYOUT_PROGRAM = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include "attnfuse/attnfuse.h"
+#define S(T) printf(#T " sizeof %zu\n", sizeof(T));
+#define O(T, f) printf(#T "." #f " %zu\n", offsetof(T, f));
+int main(void) {
+  S(attnfuse_tensor) O(attnfuse_tensor, data) O(attnfuse_tensor, shape) O(attnfuse_tensor, strides)
+  S(attnfuse_offsets) O(attnfuse_offsets, data) O(attnfuse_offsets, is_int64) O(attnfuse_offsets, batch)
+  O(attnfuse_offsets, length) O(attnfuse_offsets, batch_stride)
+  S(attnfuse_paged_kv) O(attnfuse_paged_kv, k_pages) O(attnfuse_paged_kv, v_pages) O(attnfuse_paged_kv, layout)
+  O(attnfuse_paged_kv, page_indices) O(attnfuse_paged_kv, num_page_indices) O(attnfuse_paged_kv, page_indptr)
+  O(attnfuse_paged_kv, last_page_len)
+  S(attnfuse_args) O(attnfuse_args, q) O(attnfuse_args, k) O(attnfuse_args, v) O(attnfuse_args, out)
+  O(attnfuse_args, lse) O(attnfuse_args, lse_strides) O(attnfuse_args, bias) O(attnfuse_args, has_q_offset)
+  O(attnfuse_args, q_offset) O(attnfuse_args, cu_seqlens_q) O(attnfuse_args, cu_seqlens_k)
+  O(attnfuse_args, paged) O(attnfuse_args, block_mask) O(attnfuse_args, rope_cos) O(attnfuse_args, rope_sin)
+  O(attnfuse_args, rope_positions) O(attnfuse_args, rope_pairs) O(attnfuse_args, paged_table_settled)
+  printf("enum sizeof %zu\n", sizeof(attnfuse_paged_layout));
+  printf("ATTNFUSE_PAGED_NHD %d\nATTNFUSE_PAGED_HND %d\n", (int)ATTNFUSE_PAGED_NHD, (int)ATTNFUSE_PAGED_HND);
+  printf("ATTNFUSE_ERROR_MISSING_TENSOR %d\n", (int)ATTNFUSE_ERROR_MISSING_TENSOR);
+  return 0;
+}
+"""
+
+
+def check_layouts():
+    """Compiles LAYOUT_PROGRAM against the header and compares with the ctypes structures."""
+    cc = os.environ.get("CC", "cc")
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+        with open(src, "w") as f:
+            f.write(LAYOUT_PROGRAM)
+        try:
+            subprocess.run([cc, "-std=c99", "-Wall", "-Werror", "-I", os.path.join(REPO, "include"), src, "-o", exe],
+                           check=True, capture_output=True, text=True)
+        except FileNotFoundError:
+            print(f"selfcheck: no C compiler ({cc}); layout check skipped")
+            return True
+        except subprocess.CalledProcessError as e:
+            print(f"selfcheck: the layout program does not compile:\n{e.stderr}")
+            return False
+        lines = subprocess.run([exe], check=True, capture_output=True, text=True).stdout.splitlines()
+    c = {}
+    for line in lines:
+        key, val = line.rsplit(" ", 1)
+        c[key] = int(val)
+    ours = {"attnfuse_tensor": Tensor, "attnfuse_offsets": Offsets, "attnfuse_paged_kv": PagedKV,
+            "attnfuse_args": Args}
+    py = {}
+    for cname, cls in ours.items():
+        py[f"{cname} sizeof"] = ctypes.sizeof(cls)
+        for fname, _ in cls._fields_:
+            py[f"{cname}.{fname}"] = getattr(cls, fname).offset
+    py["enum sizeof"] = ctypes.sizeof(ctypes.c_int)
+    py["ATTNFUSE_PAGED_NHD"], py["ATTNFUSE_PAGED_HND"] = PAGED_NHD, PAGED_HND
+    py["ATTNFUSE_ERROR_MISSING_TENSOR"] = MISSING_TENSOR
+    ok = True
+    for key in sorted(set(c) | set(py)):
+        if c.get(key) != py.get(key):
+            print(f"selfcheck: MISMATCH {key}: C {c.get(key)} vs ctypes {py.get(key)}")
+            ok = False
+    print(f"selfcheck: {len(c)} sizes/offsets/enum values of the C header match the ctypes structures"
+          if ok else "selfcheck: layout check FAILED")
+    return ok
+
+
+def floats(values):
+    return (ctypes.c_float * len(values))(*values)
+
+
+def host_view(arr, shape):
+    strides = [1] * 4
+    for i in (2, 1, 0):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return raw_tensor(ctypes.addressof(arr), shape, strides)
+
+
+def check_cpu_abi(lib):
+    """The new fields through ctypes on the CPU device: paged = contiguous bit for bit, a block mask
+    of all-active blocks = the dense program, document offsets, and a missing mask's status."""
+    rng = random.Random(5)
+    B, Hq, Hkv, Nq, Nk, D, ps = 2, 4, 2, 1, 37, 16, 8
+    q = floats([rng.gauss(0, 1) for _ in range(B * Hq * Nq * D)])
+    k = floats([rng.gauss(0, 1) for _ in range(B * Hkv * Nk * D)])
+    v = floats([rng.gauss(0, 1) for _ in range(B * Hkv * Nk * D)])
+    ok = True
+    causal = lib.compile("softmax(causal(scaled_dot_product(Q, K))) @ V", DEVICE_CPU, FP32, 0)
+    # contiguous
+    o1 = floats([7.0] * (B * Hq * Nq * D))
+    a = Args()
+    a.q, a.k, a.v, a.out = (host_view(q, [B, Hq, Nq, D]), host_view(k, [B, Hkv, Nk, D]),
+                            host_view(v, [B, Hkv, Nk, D]), host_view(o1, [B, Hq, Nq, D]))
+    st = lib.launch(causal, a)
+    ok &= st == OK
+    # paged NHD, pages in a shuffled order with a spare page
+    per_seq = (Nk + ps - 1) // ps
+    num_pages = B * per_seq + 1
+    order = list(range(num_pages))
+    rng.shuffle(order)
+    kp = floats([float("nan")] * (num_pages * ps * Hkv * D))
+    vp = floats([float("nan")] * (num_pages * ps * Hkv * D))
+    indices = []
+    for b in range(B):
+        for p in range(per_seq):
+            page = order[b * per_seq + p]
+            indices.append(page)
+            for r in range(ps):
+                u = p * ps + r
+                if u >= Nk:
+                    break
+                for h in range(Hkv):
+                    for d in range(D):
+                        dst = ((page * ps + r) * Hkv + h) * D + d
+                        src = ((b * Hkv + h) * Nk + u) * D + d
+                        kp[dst], vp[dst] = k[src], v[src]
+    idx = (ctypes.c_int32 * len(indices))(*indices)
+    indptr = (ctypes.c_int32 * (B + 1))(*[b * per_seq for b in range(B + 1)])
+    last = (ctypes.c_int32 * B)(*([Nk - (per_seq - 1) * ps] * B))
+    paged = PagedKV()
+    paged.k_pages = host_view(kp, [num_pages, ps, Hkv, D])
+    paged.v_pages = host_view(vp, [num_pages, ps, Hkv, D])
+    paged.layout = PAGED_NHD
+    paged.page_indices, paged.num_page_indices = ctypes.addressof(idx), len(indices)
+    paged.page_indptr, paged.last_page_len = ctypes.addressof(indptr), ctypes.addressof(last)
+    o2 = floats([7.0] * (B * Hq * Nq * D))
+    a2 = Args()
+    a2.q, a2.out = host_view(q, [B, Hq, Nq, D]), host_view(o2, [B, Hq, Nq, D])
+    a2.paged = ctypes.pointer(paged)
+    st2 = lib.launch(causal, a2)
+    same = st2 == OK and bytes(o1) == bytes(o2)
+    print(f"selfcheck: CPU paged NHD vs contiguous: {'same bits' if same else 'DIFFERENT: ' + lib.error()}")
+    ok &= same
+
+    # block_sparse with every block active = the dense program; no mask = MISSING_TENSOR
+    N = 40
+    qs = floats([rng.gauss(0, 1) for _ in range(Hq * N * D)])
+    ks = floats([rng.gauss(0, 1) for _ in range(Hkv * N * D)])
+    vs = floats([rng.gauss(0, 1) for _ in range(Hkv * N * D)])
+    sparse = lib.compile("softmax(block_sparse(scaled_dot_product(Q, K))) @ V", DEVICE_CPU, FP32, 0)
+    dense = lib.compile("softmax(scaled_dot_product(Q, K)) @ V", DEVICE_CPU, FP32, 0)
+    nb = (N + 15) // 16
+    grid = (ctypes.c_uint8 * (nb * nb))(*([1] * (nb * nb)))
+    mask = lib.block_mask_from_dense(ctypes.addressof(grid), 1, 1, N, N, 16, 16)
+    outs = []
+    for handle, m in ((sparse, None), (sparse, mask), (dense, None)):
+        o = floats([7.0] * (Hq * N * D))
+        a3 = Args()
+        a3.q, a3.k, a3.v, a3.out = (host_view(qs, [1, Hq, N, D]), host_view(ks, [1, Hkv, N, D]),
+                                    host_view(vs, [1, Hkv, N, D]), host_view(o, [1, Hq, N, D]))
+        a3.block_mask = m.handle if m else None
+        outs.append((lib.launch(handle, a3), o, lib.error()))
+    missing_ok = outs[0][0] == MISSING_TENSOR and "BlockMask" in outs[0][2] and all(x == 7.0 for x in outs[0][1])
+    diff = max(abs(x - y) for x, y in zip(outs[1][1], outs[2][1])) if outs[1][0] == OK else float("inf")
+    print(f"selfcheck: CPU block mask: missing mask -> status {outs[0][0]} ({'ok' if missing_ok else 'WRONG'}); "
+          f"all-active grid vs dense program: max |diff| {diff:.1e}")
+    ok &= missing_ok and diff < 1e-5
+    mask.free()
+
+    # documents: offsets [0, 25, 40] through attnfuse_offsets
+    docs = lib.compile("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", DEVICE_CPU, FP32, 0)
+    cu = (ctypes.c_int32 * 3)(0, 25, N)
+    off = Offsets(ctypes.addressof(cu), 0, 1, 3, 3)
+    od = floats([7.0] * (Hq * N * D))
+    a4 = Args()
+    a4.q, a4.k, a4.v, a4.out = (host_view(qs, [1, Hq, N, D]), host_view(ks, [1, Hkv, N, D]),
+                                host_view(vs, [1, Hkv, N, D]), host_view(od, [1, Hq, N, D]))
+    a4.cu_seqlens_q = a4.cu_seqlens_k = ctypes.pointer(off)
+    st4 = lib.launch(docs, a4)
+    print(f"selfcheck: CPU document offsets: status {st4} {lib.error()}")
+    ok &= st4 == OK
+    for h in (causal, sparse, dense, docs):
+        lib.lib.attnfuse_kernel_free(h)
+    return ok
+
+
+def selfcheck(lib_path):
+    ok = check_layouts()
+    if os.path.exists(lib_path):
+        ok &= check_cpu_abi(Lib(lib_path))
+    else:
+        print(f"selfcheck: {lib_path} not found; the CPU ABI check is skipped (build attnfuse_c first)")
+    print("selfcheck: PASS" if ok else "selfcheck: FAIL")
+    return 0 if ok else 1
