@@ -6,7 +6,7 @@
 // L = -inf, as the single-pass kernel writes. ReLU attention stores L_s = log(kept count), so the
 // same weights merge it too.
 //
-// The decode variant merges in its own kernel instead (FwdKernel::merge_parts): the block that
+// The decode variant merges in its own kernel instead (BlockMerge::parts, block_merge.cuh): the block that
 // finishes its tile's split last merges every split's rows with the same SplitMerge::row.
 #pragma once
 
@@ -18,7 +18,7 @@ namespace attnfuse_kernels {
 // One warp merges one output row (b, h, i) from the splits' partial rows: `row` indexes the
 // [rows] axis of part_o / part_lse, `weight` is the warp's kMaxSplits floats of shared memory, dst
 // the row of O, lse its LSE (or null). Used by the combine kernel and by the forward kernel's last
-// split block (FwdKernel::merge_parts). The partial rows were written by other blocks of the
+// split block (BlockMerge::parts, block_merge.cuh). The partial rows were written by other blocks of the
 // same grid in the second case, so they are read through L2 (ld.global.cg), never a stale L1 line.
 template <class Element, int kDv>
 struct SplitMerge {

@@ -75,7 +75,7 @@ struct FwdParams {
   float* part_o;
   float* part_lse;
   // Decode variant: one zeroed counter per (query-tile slot, head, batch entry); when set, the
-  // block finishing a tile's splits last merges them (FwdKernel::merge_parts) and no combine
+  // block finishing a tile's splits last merges them (BlockMerge::parts, block_merge.cuh) and no combine
   // kernel runs. Null: the combine kernel merges.
   int* merge_count;
 
