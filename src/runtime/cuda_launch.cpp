@@ -11,7 +11,6 @@
 #include "attnfuse/error.hpp"
 #include "codegen/cuda/emit.hpp"
 #include "codegen/cuda/kernels/params.cuh"
-#include "passes/tile_sizes.hpp"
 #include "reference/reference.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_backend_internal.hpp"

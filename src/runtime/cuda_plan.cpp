@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "attnfuse/error.hpp"
-#include "passes/rope_placement.hpp"
 #include "passes/split_kv.hpp"
 #include "passes/tile_sizes.hpp"
 #include "runtime/cuda_backend.hpp"

@@ -109,8 +109,10 @@ struct KvCopy {
       }
       return;
     }
-    Kernel::template load_tile<kBN, true>(k_dst, p.k, [&](int r) { return n0 + r < w.len_k ? w.k_row(p, n0 + r) : nullptr; }, need8);
-    Kernel::template load_tile<kBN, true>(v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
+    Kernel::template load_tile<kBN, true>(
+        k_dst, p.k, [&](int r) { return n0 + r < w.len_k ? w.k_row(p, n0 + r) : nullptr; }, need8);
+    Kernel::template load_tile<kBN, true>(
+        v_dst, p.v, [&](int r) { return n0 + r < w.len_k ? w.v_row(p, n0 + r) : nullptr; });
   }
 
   // K/V tile nb by the copy engine (Spec::kTmaKV; the caller is thread 0, or warp 0 for paged
@@ -125,7 +127,8 @@ struct KvCopy {
   // issues them, so the lookups overlap as the cp.async path's batched ones do. Boxes past the
   // sequence's end are not issued; the rows they leave, and those of the last page past its
   // length, are zeroed in V by zero_tail_rows, since P = 0 times stale bits can still be NaN.
-  static constexpr int kPagedCopiesPerLane = ((kBN / 8) * (kD / 64) * 2 + 31) / 32;
+  static constexpr int kColBlocks = kD / 64;  // 64-dim column blocks of a row: one box each
+  static constexpr int kPagedCopiesPerLane = ((kBN / 8) * kColBlocks * 2 + 31) / 32;
   // Lane u's page ids and in-page rows of a paged tile's copies u, u + 32, ... (the lookups
   // alone, so that producer() can make a settled table's first ones before the grid wait).
   struct TilePages {
@@ -136,7 +139,6 @@ struct KvCopy {
     return live > 0 ? (live + p.tma_box_rows - 1) / p.tma_box_rows : 0;
   }
   static __device__ __forceinline__ TilePages lookup_tile_pages(const FwdParams& p, const W& w, int nb) {
-    constexpr int kColBlocks = kD / 64;
     const int n0 = nb * kBN, copies = paged_boxes(p, w, n0) * kColBlocks * 2, lane = threadIdx.x & 31;
     TilePages t;
 #pragma unroll
@@ -149,7 +151,6 @@ struct KvCopy {
   }
   static __device__ __forceinline__ void tma_kv_pages(const FwdParams& p, const W& w, Element* k_dst, Element* v_dst,
                                                       u32 bar, int nb, const TilePages& t) {
-    constexpr int kColBlocks = kD / 64;
     const int n0 = nb * kBN, box = p.tma_box_rows, lane = threadIdx.x & 31;
     const int boxes = paged_boxes(p, w, n0), copies = boxes * kColBlocks * 2;
     if (lane == 0) mbar_expect_tx(bar, boxes * box * kD * 2 * 2);
@@ -174,7 +175,7 @@ struct KvCopy {
     const int row = (int)w.k_row0 + nb * kBN;
     mbar_expect_tx(bar, 2 * kBN * kD * 2);
 #pragma unroll
-    for (int cb = 0; cb < kD / 64; ++cb) {
+    for (int cb = 0; cb < kColBlocks; ++cb) {
       tma_load_4d(smem_addr(k_dst) + cb * kBN * 128, p.tma_k, bar, cb * 64, row, w.hk, w.b);
       tma_load_4d(smem_addr(v_dst) + cb * kBN * 128, p.tma_v, bar, cb * 64, row, w.hk, w.b);
     }
