@@ -7,21 +7,25 @@
 # calls' extra prologue (70B B1 / 32k settled: 2.5-3.1 us against 1.3 us contiguous) is partly
 # the first touch of scattered pages (translations, DRAM pages), which can happen during the wait.
 # On the carried build (.devcarry), the patch applied to a copy of its templates:
-#   1. the paged decode GPU tests on the patched templates;
+#   1. the paged decode GPU tests that take the patched path (a settled table is the only case in
+#      which the patch changes anything: PagedSettledTablesChainCallsOnOneStream), with the page-list
+#      staging test, on the patched templates (the whole CudaDecode.Paged* set compiles cold for
+#      over 190 s, which cut the thirty-fourth session's try; the patched templates were checked to
+#      compile without spills locally on 2026-12-05: NvrtcCompile.DecodeAndPagedVariantsCompileWithoutSpills);
 #   2. the paged suite, ours only, three interleaved rounds: the build's templates / patched.
-# CAP bounds the whole (default 420 s).
+# CAP bounds the whole (default 580 s). Run it alone in a call: bash bench/run_gpu_paged_tlb_warm.sh
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
-CAP=${CAP:-420}
+CAP=${CAP:-580}
 K=$PWD/.devcarry/kwarm
 rm -rf "$K" && mkdir -p "$K" && cp src/codegen/cuda/kernels/*.cuh "$K/"
 patch -p5 -d "$K" < bench/experiments/paged_settled_tlb_warm.patch > "$W/patch.log" 2>&1 || { say "patch failed"; cat "$W/patch.log" >> "$D"; exit 1; }
 say "== 1. paged decode tests on the patched templates"
-ATTNFUSE_KERNEL_DIR=$K ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-kwarm gpu_tests paged 'CudaDecode.Paged*' "$(left 200)"
+ATTNFUSE_KERNEL_DIR=$K ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-kwarm gpu_tests paged 'CudaDecode.PagedSettled*:CudaDecode.PagedPageLists*' "$(left 300)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. paged: the build's templates / warmed pages, ours only, three rounds"
-OUT=$W/ab_paged QUICK=0 ROUNDS=3 SUITE=paged timeout "$(left 200)" bash bench/run_gpu_decode_ab.sh \
+OUT=$W/ab_paged QUICK=0 ROUNDS=3 SUITE=paged timeout "$(left 15)" bash bench/run_gpu_decode_ab.sh \
   cur=.devcarry warm=.devcarry+ATTNFUSE_KERNEL_DIR=$K > "$W/paged_ab.txt" 2>&1
 say "paged rc=$?"
 sed -E 's/ +/ /g' "$W/paged_ab.txt" >> "$D"
