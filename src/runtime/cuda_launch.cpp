@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <numeric>
+#include <vector>
 
 #include "attnfuse/error.hpp"
 #include "codegen/cuda/emit.hpp"
@@ -16,6 +17,7 @@
 #include "runtime/cuda_backend_internal.hpp"
 #include "runtime/cuda_knobs.hpp"
 #include "runtime/device_block_mask.hpp"
+#include "runtime/device_slopes.hpp"
 #include "runtime/rope_args.hpp"
 #include "runtime/sparse_work.hpp"
 #include "runtime/stream_workspace.hpp"
@@ -85,8 +87,6 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
                 fmt::format("rope_window on CUDA takes query and key positions within ±2^29 (q_offset {}, Nq {}, "
                             "Nk {}); run it on the CPU",
                             q_offset, Nq, Nk));
-  if (spec_.modifiers.has(ModifierKind::Alibi) && scalars.alibi == AlibiSlopes::Custom)
-    throw Error(ErrorCode::Unsupported, "custom ALiBi slopes on CUDA are not supported yet; use slopes=standard");
   const bool rope = spec_.score != ScoreKind::ScaledDot;
   const bool device_lengths = args.paged || args.cu_seqlens_k;  // lengths the host cannot read
   if (rope && device_lengths &&
@@ -185,6 +185,13 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   p.softcap = static_cast<float>(scalars.softcap);
   p.inv_softcap = scalars.softcap > 0 ? static_cast<float>(1.0 / scalars.softcap) : 0.f;
   p.window = static_cast<int>(std::min<int64_t>(scalars.window, INT32_MAX));
+  // Standard slopes are computed in the kernel from the head (work.cuh standard_alibi_slope);
+  // custom ones are read from a device copy made on the set's first launch (device_slopes.hpp).
+  if (spec_.modifiers.has(ModifierKind::Alibi) && scalars.alibi == AlibiSlopes::Custom) {
+    std::vector<float> slopes(static_cast<size_t>(Hq));
+    for (int64_t h = 0; h < Hq; ++h) slopes[size_t(h)] = static_cast<float>(reference::alibi_slope(scalars, h, Hq));
+    p.alibi_slopes = device_alibi_slopes(slopes);
+  }
   if (rope) {
     p.rope = rope_args(scalars.rope, spec_.score == ScoreKind::RopeWindow, spec_.head_dim,
                        device_lengths ? 0 : reference::rope_seq_len(args));

@@ -165,6 +165,27 @@ TEST_F(CudaForward, AdditiveBiasAtEdgeTiles) {
             std::nullopt}, seed++);
 }
 
+// Custom slopes come from a device copy made once per distinct set (runtime/device_slopes.hpp).
+// Programs of one structure share a kernel, so the second and third sets run the kernel the first
+// compiled, with only the slopes changed; the decode shapes (Nq 1 and 3, GQA groups of 4 and 8)
+// take the GQA-packed tile, whose padding rows read slopes past the last head.
+TEST_F(CudaForward, CustomAlibiSlopes) {
+  uint32_t seed = 700;
+  const char* sets[] = {"slopes=[0.5, 0.03125, 0.25, 0.0078125, 1.5, 0.001, 0.125, 0.0625]",
+                        "slopes=[0.0625, 0.125, 0.001, 1.5, 0.0078125, 0.25, 0.03125, 0.5]",
+                        "slopes=[-0.01, 0.2, 0, 0.3, -0.002, 0.05, 0.7, 0.01]", "slopes=[0.3]"};
+  for (const char* slopes : sets)
+    for (int d : {64, 128}) {
+      const std::string causal = fmt::format("softmax(alibi(causal(scaled_dot_product(Q, K)), {})) @ V", slopes);
+      const std::string window =
+          fmt::format("softmax(alibi(sliding_window(scaled_dot_product(Q, K), 300), {})) @ V", slopes);
+      run_case({causal, DType::BF16, d, 2, 8, 2, 200, 333, std::nullopt}, seed++);
+      run_case({window, DType::F16, d, 1, 8, 1, 129, 700, std::nullopt}, seed++);
+      run_case({causal, DType::BF16, d, 2, 8, 2, 1, 3001, std::nullopt}, seed++);
+      run_case({causal, DType::BF16, d, 1, 8, 1, 3, 777, std::nullopt}, seed++);
+    }
+}
+
 TEST_F(CudaForward, FreshSeed) {
   const uint32_t seed = std::random_device{}();
   run_case({"softmax(causal(alibi(scaled_dot_product(Q, K)))) @ V", DType::BF16, 128, 2, 8, 2, 1000, 1000, std::nullopt}, seed);

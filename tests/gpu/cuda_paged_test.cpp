@@ -229,6 +229,7 @@ TEST_F(CudaDecode, PagedEveryCombinator) {
   const std::vector<const char*> decode_programs = {
       "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 50)) @ V",
       "softmax(softcap(alibi(scaled_dot_product(Q, K)), 5)) @ V",
+      "softmax(alibi(causal(scaled_dot_product(Q, K)), slopes=[0.4, 0.01, 0.2, 0.003, 0.9, 0.05, 0.1, 0.02])) @ V",
       "relu_attention(causal(scaled_dot_product(Q, K))) @ V",
       "softmax(causal(rope(Q, K, base=500000))) @ V",
       "softmax(sliding_window(rope_window(Q, K, k=1), 40)) @ V",
