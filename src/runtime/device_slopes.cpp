@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <utility>
 
 #include "attnfuse/error.hpp"
 #include "runtime/cuda_driver.hpp"
@@ -18,16 +17,16 @@ const float* device_alibi_slopes(const std::vector<float>& slopes) {
   // floats share a copy). The copies are never freed: a kernel may still be reading one on any
   // stream, and the cap bounds what they hold.
   static std::mutex mu;
-  static std::map<std::pair<CUcontext, std::vector<float>>, CUdeviceptr> sets;
+  static std::map<CUcontext, std::map<std::vector<float>, CUdeviceptr>> contexts;
   const DriverApi& d = driver();
   CUcontext ctx = nullptr;
   check(d.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_pair(ctx, slopes);
-  if (auto it = sets.find(key); it != sets.end()) return reinterpret_cast<const float*>(it->second);
+  auto& sets = contexts[ctx];
+  if (auto it = sets.find(slopes); it != sets.end()) return reinterpret_cast<const float*>(it->second);
   if (static_cast<int64_t>(sets.size()) >= kMaxDeviceSlopeSets)
     throw Error(ErrorCode::Unsupported,
-                fmt::format("more than {} distinct custom ALiBi slope sets in one process on CUDA: each set "
+                fmt::format("more than {} distinct custom ALiBi slope sets in one CUDA context: each set "
                             "stays on the device for the process, so reuse sets (the CPU takes any number)",
                             kMaxDeviceSlopeSets));
   std::vector<float> padded(slopes.size() + kSlopePadding, 0.f);
@@ -39,7 +38,7 @@ const float* device_alibi_slopes(const std::vector<float>& slopes) {
   const CUresult r = d.cuMemcpyHtoD(ptr, padded.data(), bytes);
   if (r != 0) d.cuMemFree(ptr);
   check(r, "cuMemcpyHtoD (ALiBi slopes)");
-  sets.emplace(std::move(key), ptr);
+  sets.emplace(slopes, ptr);
   return reinterpret_cast<const float*>(ptr);
 }
 

@@ -12,7 +12,7 @@
 
 namespace attnfuse::runtime {
 
-// How many distinct slope sets one context keeps (4 * (Hq + kSlopePadding) bytes each); one set
+// How many distinct slope sets a context keeps (4 * (Hq + kSlopePadding) bytes each); one set
 // more throws Error(Unsupported) rather than growing without bound.
 inline constexpr int64_t kMaxDeviceSlopeSets = 4096;
 
