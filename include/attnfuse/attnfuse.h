@@ -131,7 +131,9 @@ typedef struct {
 typedef struct attnfuse_kernel attnfuse_kernel;
 
 /* Parses, verifies and compiles `program` (DSL text) for a device, dtype and head dim. CUDA
- * kernels are compiled (or fetched from the cache) here, so launches never compile. */
+ * kernels are compiled (or fetched from the cache) here, so launches never compile. A device,
+ * dtype (or rope_mode, below) that is none of its enum's values is refused with
+ * ATTNFUSE_ERROR_INVALID_ARGUMENT, as is a paged cache's layout at launch. */
 attnfuse_status attnfuse_compile(const char* program, attnfuse_device device, attnfuse_dtype dtype,
                                  int head_dim, attnfuse_kernel** out);
 

@@ -1,8 +1,10 @@
 // The C ABI over the C++ library: errors become status codes plus a thread-local message.
 #include "attnfuse/attnfuse.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "attnfuse/attention.hpp"
 #include "attnfuse/block_mask.hpp"
@@ -47,7 +49,18 @@ attnfuse_status guarded(F&& f) {
   }
 }
 
-attnfuse::DType to_dtype(attnfuse_dtype t) {
+// The integer a C caller put in an enum argument or field. C lets an enum object hold any int;
+// C++ reading one outside the range of its enumerators is undefined behaviour (UBSan's `enum`
+// check caught the validations below doing it): take the bits, compare integers.
+template <class E>
+int raw(const E& e) {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int), "a C enum of the ABI");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+attnfuse::DType to_dtype(int t) {  // checked by the caller
   switch (t) {
     case ATTNFUSE_BF16: return attnfuse::DType::BF16;
     case ATTNFUSE_FP16: return attnfuse::DType::F16;
@@ -82,7 +95,7 @@ attnfuse::PagedKV to_paged(const attnfuse_paged_kv& p, int64_t batch, attnfuse::
   attnfuse::PagedKV v;
   v.k_pages = to_view(p.k_pages, dtype);
   v.v_pages = to_view(p.v_pages, dtype);
-  v.layout = p.layout == ATTNFUSE_PAGED_HND ? attnfuse::PagedKV::Layout::HND : attnfuse::PagedKV::Layout::NHD;
+  v.layout = raw(p.layout) == ATTNFUSE_PAGED_HND ? attnfuse::PagedKV::Layout::HND : attnfuse::PagedKV::Layout::NHD;
   v.page_indices = {p.page_indices, static_cast<size_t>(p.num_page_indices)};
   v.page_indptr = {p.page_indptr, static_cast<size_t>(batch + 1)};
   v.last_page_len = {p.last_page_len, static_cast<size_t>(batch)};
@@ -92,9 +105,9 @@ attnfuse::PagedKV to_paged(const attnfuse_paged_kv& p, int64_t batch, attnfuse::
 // What the spans of to_paged need before they can be formed (validate() checks the rest); a
 // status other than OK means the call is refused with that message.
 attnfuse_status check_paged_pointers(const attnfuse_paged_kv& p, int64_t batch) {
-  if (p.layout != ATTNFUSE_PAGED_NHD && p.layout != ATTNFUSE_PAGED_HND)
-    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "paged->layout must be ATTNFUSE_PAGED_NHD or ATTNFUSE_PAGED_HND (got " +
-                                                     std::to_string(static_cast<int>(p.layout)) + ")");
+  if (const int layout = raw(p.layout); layout != ATTNFUSE_PAGED_NHD && layout != ATTNFUSE_PAGED_HND)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
+                "paged->layout must be ATTNFUSE_PAGED_NHD or ATTNFUSE_PAGED_HND (got " + std::to_string(layout) + ")");
   if (batch < 0)
     return fail(ATTNFUSE_ERROR_SHAPE, "Q has a negative batch dimension (" + std::to_string(batch) + ")");
   if (p.num_page_indices < 0)
@@ -133,16 +146,24 @@ attnfuse_status attnfuse_compile_rope(const char* program, attnfuse_device devic
                                       int head_dim, attnfuse_rope_mode rope_mode, attnfuse_kernel** out) {
   if (!program || !out) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "program and out must not be NULL");
   *out = nullptr;
-  if (rope_mode < ATTNFUSE_ROPE_AUTO || rope_mode > ATTNFUSE_ROPE_PREROTATE)
-    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "rope_mode must be ATTNFUSE_ROPE_AUTO, _FUSED or _PREROTATE");
+  const int dev = raw(device), dt = raw(dtype), mode = raw(rope_mode);
+  if (dev != ATTNFUSE_DEVICE_CPU && dev != ATTNFUSE_DEVICE_CUDA)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
+                "device must be ATTNFUSE_DEVICE_CPU or ATTNFUSE_DEVICE_CUDA (got " + std::to_string(dev) + ")");
+  if (dt != ATTNFUSE_FP32 && dt != ATTNFUSE_BF16 && dt != ATTNFUSE_FP16)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
+                "dtype must be ATTNFUSE_FP32, ATTNFUSE_BF16 or ATTNFUSE_FP16 (got " + std::to_string(dt) + ")");
+  if (mode < ATTNFUSE_ROPE_AUTO || mode > ATTNFUSE_ROPE_PREROTATE)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
+                "rope_mode must be ATTNFUSE_ROPE_AUTO, _FUSED or _PREROTATE (got " + std::to_string(mode) + ")");
   return guarded([&] {
-    const attnfuse::Target target =
-        device == ATTNFUSE_DEVICE_CUDA ? attnfuse::Target::Cuda : attnfuse::Target::Cpu;
-    const auto mode = static_cast<attnfuse::RopeMode>(static_cast<int>(rope_mode));
+    const bool cuda = dev == ATTNFUSE_DEVICE_CUDA;
+    const attnfuse::Target target = cuda ? attnfuse::Target::Cuda : attnfuse::Target::Cpu;
     auto k = std::make_unique<attnfuse_kernel>();
-    k->spec = attnfuse::Program::parse(program).compile({target, to_dtype(dtype), head_dim, mode});
-    k->device = device;
-    if (device == ATTNFUSE_DEVICE_CUDA) k->cuda = &attnfuse::runtime::cuda_kernel(k->spec);
+    k->spec = attnfuse::Program::parse(program).compile(
+        {target, to_dtype(dt), head_dim, static_cast<attnfuse::RopeMode>(mode)});
+    k->device = cuda ? ATTNFUSE_DEVICE_CUDA : ATTNFUSE_DEVICE_CPU;
+    if (cuda) k->cuda = &attnfuse::runtime::cuda_kernel(k->spec);
     *out = k.release();
   });
 }

@@ -15,6 +15,7 @@
 #include "attnfuse/attnfuse.h"
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/program.hpp"
+#include "runtime/capi_c_callers.h"
 
 namespace {
 
@@ -97,10 +98,10 @@ TEST(CApi, ErrorsAreStatusCodesWithMessages) {
 
 TEST(CApi, RopePlacementIsAnOption) {
   attnfuse_kernel* k = nullptr;
-  EXPECT_EQ(attnfuse_compile_rope("softmax(causal(rope(Q, K))) @ V", ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0,
-                                  static_cast<attnfuse_rope_mode>(7), &k),
+  EXPECT_EQ(capi_compile_raw("softmax(causal(rope(Q, K))) @ V", ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0, 7, &k),
             ATTNFUSE_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(attnfuse_last_error()).find("rope_mode"), std::string::npos);
+  EXPECT_EQ(k, nullptr);
   // The CPU always fuses; the placement is accepted and the kernel runs.
   ASSERT_EQ(attnfuse_compile_rope("softmax(causal(rope(Q, K))) @ V", ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0,
                                   ATTNFUSE_ROPE_PREROTATE, &k),
@@ -115,6 +116,36 @@ TEST(CApi, RopePlacementIsAnOption) {
   EXPECT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
   for (float x : o) EXPECT_NEAR(x, 0.5f, 1e-6f) << "V is constant, so O is too";
   attnfuse_kernel_free(k);
+}
+
+// A C caller may put any int in an enum argument: values outside the enumerators are refused
+// by name, before anything is compiled (they once fell back to the CPU and to fp32).
+TEST(CApi, EnumArgumentsOutsideTheirValuesAreRefused) {
+  const char* prog = "softmax(causal(scaled_dot_product(Q, K))) @ V";
+  attnfuse_kernel* k = nullptr;
+  for (int device : {-1, 2, 1 << 20}) {
+    EXPECT_EQ(capi_compile_raw(prog, device, ATTNFUSE_FP32, 0, ATTNFUSE_ROPE_AUTO, &k), ATTNFUSE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attnfuse_last_error()).find("device must be"), std::string::npos) << attnfuse_last_error();
+    EXPECT_NE(std::string(attnfuse_last_error()).find(std::to_string(device)), std::string::npos);
+    EXPECT_EQ(k, nullptr);
+  }
+  for (int dtype : {-3, 3, 255}) {
+    EXPECT_EQ(capi_compile_raw(prog, ATTNFUSE_DEVICE_CPU, dtype, 0, ATTNFUSE_ROPE_AUTO, &k),
+              ATTNFUSE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attnfuse_last_error()).find("dtype must be"), std::string::npos) << attnfuse_last_error();
+    EXPECT_EQ(k, nullptr);
+  }
+  for (int mode : {-1, 3}) {
+    EXPECT_EQ(capi_compile_raw(prog, ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0, mode, &k), ATTNFUSE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attnfuse_last_error()).find("rope_mode must be"), std::string::npos) << attnfuse_last_error();
+  }
+  // Every valid combination on the CPU compiles (CUDA needs a device; its refusal is a Device error).
+  for (int dtype : {ATTNFUSE_FP32, ATTNFUSE_BF16, ATTNFUSE_FP16})
+    for (int mode : {ATTNFUSE_ROPE_AUTO, ATTNFUSE_ROPE_FUSED, ATTNFUSE_ROPE_PREROTATE}) {
+      ASSERT_EQ(capi_compile_raw(prog, ATTNFUSE_DEVICE_CPU, dtype, 0, mode, &k), ATTNFUSE_OK) << attnfuse_last_error();
+      attnfuse_kernel_free(k);
+      k = nullptr;
+    }
 }
 
 TEST(CApi, DocumentOffsetsReachTheKernel) {
@@ -307,7 +338,8 @@ TEST(CApi, PagedCacheErrorsWriteNothing) {
   expect_refused(ATTNFUSE_ERROR_MISSING_TENSOR, "page_indices");
   bad = pages.desc, bad.num_page_indices = 2;  // the table needs 9
   expect_refused(ATTNFUSE_ERROR_SHAPE, "page_indices has only 2");
-  bad = pages.desc, bad.layout = static_cast<attnfuse_paged_layout>(5);
+  bad = pages.desc;
+  capi_set_paged_layout_raw(&bad, 5);
   expect_refused(ATTNFUSE_ERROR_INVALID_ARGUMENT, "layout");
   std::vector<int32_t> out_of_range = pages.indices;
   out_of_range[3] = 99;
