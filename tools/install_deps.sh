@@ -3,13 +3,14 @@
 # nothing when everything is already there. Called by `make demo` / `make test`.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libssl-dev
+packages=(cmake ninja-build gcc g++ make pkg-config libgtest-dev libgmock-dev libssl-dev
           libcli11-dev libfmt-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# OpenMP ships with g++ (libgomp); nothing else to fetch.
+# OpenMP ships with g++ (libgomp); nothing else to fetch. gcc compiles the C callers of the ABI
+# tests (tests/runtime/capi_c_callers.c).
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
