@@ -71,9 +71,10 @@ struct PagedKV {
   int64_t page_size() const { return layout == Layout::NHD ? k_pages.shape[1] : k_pages.shape[2]; }
   int64_t heads() const { return layout == Layout::NHD ? k_pages.shape[2] : k_pages.shape[1]; }
   int64_t batch() const { return static_cast<int64_t>(page_indptr.size()) - 1; }
-  // KV length of batch entry b (unchecked: validate() first).
+  // KV length of batch entry b (unchecked: validate() first). The page count is formed in 64 bits,
+  // so an unchecked table (any two int32 entries) gives a wrong length, never an overflow.
   int64_t kv_len(int64_t b) const {
-    const int64_t pages = page_indptr[size_t(b + 1)] - page_indptr[size_t(b)];
+    const int64_t pages = int64_t{page_indptr[size_t(b + 1)]} - int64_t{page_indptr[size_t(b)]};
     return pages == 0 ? 0 : (pages - 1) * page_size() + last_page_len[size_t(b)];
   }
   // Element strides of (page, head, row in page) of a page tensor, whatever the layout.
