@@ -82,12 +82,16 @@ void fuzz_page_tables(uint64_t seed, int runs) {
   }
 }
 
+// q.npy and k.npy of shape [1, 2, n, 8] (k.npy serves as V too).
+void write_qk(const TempDir& dir, int64_t n, std::mt19937_64& rng) {
+  for (const char* name : {"q.npy", "k.npy"}) write_f32(dir / name, {1, 2, n, 8}, random_normal(size_t(2 * n * 8), rng));
+}
+
 void fuzz_documents(uint64_t seed, int runs) {
   SCOPED_TRACE(fmt::format("seed {}", seed));
   std::mt19937_64 rng(seed);
   TempDir dir;
-  write_f32(dir / "q.npy", {1, 2, 20, 8}, random_normal(2 * 20 * 8, rng));
-  write_f32(dir / "k.npy", {1, 2, 20, 8}, random_normal(2 * 20 * 8, rng));
+  write_qk(dir, 20, rng);
   const char* programs[] = {"softmax(document(causal(scaled_dot_product(Q, K)))) @ V",
                             "softmax(document(sliding_window(causal(rope(Q, K)), 4))) @ V"};
   for (int run = 0; run < runs; ++run) {
@@ -116,8 +120,7 @@ void fuzz_npy(uint64_t seed, int runs) {
   SCOPED_TRACE(fmt::format("seed {}", seed));
   std::mt19937_64 rng(seed);
   TempDir dir;
-  write_f32(dir / "q.npy", {1, 2, 5, 8}, random_normal(2 * 5 * 8, rng));
-  write_f32(dir / "k.npy", {1, 2, 5, 8}, random_normal(2 * 5 * 8, rng));
+  write_qk(dir, 5, rng);
   const std::vector<char> good = bytes_of(dir / "q.npy");
   const size_t header_end = 10 + static_cast<size_t>(uint8_t(good[8]) | uint8_t(good[9]) << 8);
   for (int run = 0; run < runs; ++run) {
