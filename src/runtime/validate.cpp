@@ -138,7 +138,18 @@ void check_cu_seqlens(const KernelSpec& spec, const AttentionArgs& a, bool host)
   check_documents(a, host);
 }
 
+// Positions are 64-bit integers everywhere (query i at i + q_offset, Δ = query - key position,
+// window and RoPE limits added to Δ): a given q_offset within ±2^60 keeps every such sum exact for
+// any length memory can hold. (CUDA takes 32-bit positions and refuses more at launch.)
+void check_q_offset(const AttentionArgs& a) {
+  constexpr int64_t kMaxOffset = int64_t{1} << 60;
+  if (a.q_offset && (*a.q_offset > kMaxOffset || *a.q_offset < -kMaxOffset))
+    fail(ErrorCode::Shape, fmt::format("q_offset {} is outside ±2^60: query positions and their distances to "
+                                       "the keys must stay exact 64-bit integers", *a.q_offset));
+}
+
 void check_scalars(const KernelSpec& spec, const ScalarArgs& s, const AttentionArgs& a) {
+  check_q_offset(a);
   if (spec.modifiers.has(ModifierKind::Alibi) && s.alibi == AlibiSlopes::Custom) {
     const auto n = static_cast<int64_t>(s.alibi_slopes.size());
     if (n != 1 && n != a.q.shape[1])

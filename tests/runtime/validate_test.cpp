@@ -1,8 +1,10 @@
 // attnfuse::validate: every bad call is one typed Error with one exact, actionable message, raised
 // before any kernel runs (run_cpu leaves the outputs untouched).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "attnfuse/attention.hpp"
@@ -209,12 +211,19 @@ TEST_F(Validate, AlibiSlopesAndSoftcap) {
   expect_error(capped, c, [](AttentionArgs&) {}, ErrorCode::Verify, "softcap must be positive (got 0)");
 }
 
-TEST_F(Validate, AnyQueryOffset) {
+TEST_F(Validate, AnyQueryOffsetWithinTwoToTheSixty) {
   AttentionArgs a = c.args();
-  for (int64_t off : {int64_t{-1000000}, int64_t{0}, int64_t{1} << 40}) {
+  for (int64_t off : {int64_t{-1000000}, int64_t{0}, int64_t{1} << 40, int64_t{1} << 60, -(int64_t{1} << 60)}) {
     a.q_offset = off;
     EXPECT_NO_THROW(validate(plain, a));
   }
+  // Beyond, positions plus lengths, windows and distances would overflow 64 bits (UBSan found the
+  // reference and the CPU kernel doing so at INT64_MAX).
+  for (int64_t off : {(int64_t{1} << 60) + 1, -(int64_t{1} << 60) - 1, std::numeric_limits<int64_t>::max(),
+                      std::numeric_limits<int64_t>::min()})
+    expect_error(plain, c, [&](AttentionArgs& x) { x.q_offset = off; }, ErrorCode::Shape,
+                 fmt::format("q_offset {} is outside ±2^60: query positions and their distances to the keys "
+                             "must stay exact 64-bit integers", off));
 }
 
 }  // namespace
