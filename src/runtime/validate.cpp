@@ -139,12 +139,12 @@ void check_cu_seqlens(const KernelSpec& spec, const AttentionArgs& a, bool host)
 }
 
 // Positions are 64-bit integers everywhere (query i at i + q_offset, Δ = query - key position,
-// window and RoPE limits added to Δ): a given q_offset within ±2^60 keeps every such sum exact for
+// window and RoPE limits added to Δ): a given q_offset within ±2^62 keeps every such sum exact for
 // any length memory can hold. (CUDA takes 32-bit positions and refuses more at launch.)
 void check_q_offset(const AttentionArgs& a) {
-  constexpr int64_t kMaxOffset = int64_t{1} << 60;
+  constexpr int64_t kMaxOffset = int64_t{1} << 62;
   if (a.q_offset && (*a.q_offset > kMaxOffset || *a.q_offset < -kMaxOffset))
-    fail(ErrorCode::Shape, fmt::format("q_offset {} is outside ±2^60: query positions and their distances to "
+    fail(ErrorCode::Shape, fmt::format("q_offset {} is outside ±2^62: query positions and their distances to "
                                        "the keys must stay exact 64-bit integers", *a.q_offset));
 }
 

@@ -211,18 +211,18 @@ TEST_F(Validate, AlibiSlopesAndSoftcap) {
   expect_error(capped, c, [](AttentionArgs&) {}, ErrorCode::Verify, "softcap must be positive (got 0)");
 }
 
-TEST_F(Validate, AnyQueryOffsetWithinTwoToTheSixty) {
+TEST_F(Validate, AnyQueryOffsetWithinTwoToTheSixtyTwo) {
   AttentionArgs a = c.args();
-  for (int64_t off : {int64_t{-1000000}, int64_t{0}, int64_t{1} << 40, int64_t{1} << 60, -(int64_t{1} << 60)}) {
+  for (int64_t off : {int64_t{-1000000}, int64_t{0}, int64_t{1} << 40, int64_t{1} << 62, -(int64_t{1} << 62)}) {
     a.q_offset = off;
     EXPECT_NO_THROW(validate(plain, a));
   }
   // Beyond, positions plus lengths, windows and distances would overflow 64 bits (UBSan found the
   // reference and the CPU kernel doing so at INT64_MAX).
-  for (int64_t off : {(int64_t{1} << 60) + 1, -(int64_t{1} << 60) - 1, std::numeric_limits<int64_t>::max(),
+  for (int64_t off : {(int64_t{1} << 62) + 1, -(int64_t{1} << 62) - 1, std::numeric_limits<int64_t>::max(),
                       std::numeric_limits<int64_t>::min()})
     expect_error(plain, c, [&](AttentionArgs& x) { x.q_offset = off; }, ErrorCode::Shape,
-                 fmt::format("q_offset {} is outside ±2^60: query positions and their distances to the keys "
+                 fmt::format("q_offset {} is outside ±2^62: query positions and their distances to the keys "
                              "must stay exact 64-bit integers", off));
 }
 
