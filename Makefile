@@ -24,7 +24,7 @@ gpu-test: build
 	@ctest --test-dir $(BUILD) -L gpu -V
 
 # The CPU suite again under AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer, in a
-# build folder of its own (~5 min of tests on 2 cores after the build). Left out: the NVRTC
+# build folder of its own (~2 min of tests on 2 cores after a ~30 min build). Left out: the NVRTC
 # compile-only tests, whose time is NVRTC's (minutes per test) and whose code (emitter, tile pass)
 # the golden-source and launch-shape tests reach; and bench_abi_mirrors, a Python interpreter
 # that cannot load an ASan-built libattnfuse_c.so without preloading the ASan runtime (it checks

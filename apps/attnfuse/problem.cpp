@@ -400,18 +400,12 @@ Problem load_paged_problem(const KernelSpec& spec, const FileInputs& files, DTyp
   c.page_indptr = load_index_list(files.page_indptr, "--page-indptr");
   c.last_page_len = load_index_list(files.last_page_len, "--last-page-len");
   p.paged = std::move(c);
-  // The shape shown and used for the outputs; validate() checks the page table before any run, so
-  // here an entry it will refuse (pages out of order or past page_indices, a last page longer
-  // than a page) only counts for nothing.
+  // The shape shown and used for the outputs; validate() checks the page table before any run
+  // (kv_len of an unchecked table is a wrong length, never an overflow).
   const PagedKV view = p.paged->view();
   int64_t longest = 0;
   if (std::ssize(view.page_indptr) == q.shape[0] + 1 && std::ssize(view.last_page_len) == q.shape[0])
-    for (int64_t b = 0; b < q.shape[0]; ++b) {
-      const int64_t pages = int64_t{view.page_indptr[size_t(b + 1)]} - int64_t{view.page_indptr[size_t(b)]};
-      const int32_t last = view.last_page_len[size_t(b)];
-      if (pages >= 0 && pages <= std::ssize(view.page_indices) && last >= 0 && last <= view.page_size())
-        longest = std::max(longest, view.kv_len(b));
-    }
+    for (int64_t b = 0; b < q.shape[0]; ++b) longest = std::max(longest, view.kv_len(b));
   p.shape = Shape{q.shape[0], q.shape[1], view.heads(), q.shape[2], longest, q.shape[3], vp.shape[3]};
   allocate_outputs(p, want_lse);
   return p;

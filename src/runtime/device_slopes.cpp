@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -29,8 +28,8 @@ const float* device_alibi_slopes(const std::vector<float>& slopes) {
                 fmt::format("more than {} distinct custom ALiBi slope sets in one CUDA context: each set "
                             "stays on the device for the process, so reuse sets (the CPU takes any number)",
                             kMaxDeviceSlopeSets));
-  std::vector<float> padded(slopes.size() + kSlopePadding, 0.f);
-  std::copy(slopes.begin(), slopes.end(), padded.begin());
+  std::vector<float> padded = slopes;
+  padded.resize(slopes.size() + kSlopePadding, 0.f);
   const size_t bytes = padded.size() * sizeof(float);
   CUdeviceptr ptr = 0;
   check(d.cuMemAlloc(&ptr, bytes), "cuMemAlloc (ALiBi slopes)");

@@ -149,7 +149,6 @@ void check_q_offset(const AttentionArgs& a) {
 }
 
 void check_scalars(const KernelSpec& spec, const ScalarArgs& s, const AttentionArgs& a) {
-  check_q_offset(a);
   if (spec.modifiers.has(ModifierKind::Alibi) && s.alibi == AlibiSlopes::Custom) {
     const auto n = static_cast<int64_t>(s.alibi_slopes.size());
     if (n != 1 && n != a.q.shape[1])
@@ -198,6 +197,7 @@ void validate(const KernelSpec& spec, const AttentionArgs& args, IndexMemory ind
 
 void validate(const KernelSpec& spec, const ScalarArgs& scalars, const AttentionArgs& args, IndexMemory indices) {
   const bool host = indices == IndexMemory::Host;
+  check_q_offset(args);
   if (args.paged) {  // K and V come from the pages (common/paged.hpp)
     check_view(args.q, "Q");
     check_view(args.out, "out");
