@@ -149,6 +149,7 @@ int run_bench(const BenchCommand& c) {
   j["dtype"] = dtype_name(p.dtype);
   j["device"] = target_name(p.target);
   j["threads"] = p.threads;
+  if (p.target == Target::Cpu) j["cpu_isa"] = cpu_kernel_isa();
   j["q_offset"] = args.resolved_q_offset();
   j["inputs"] = p.random ? fmt::format("random normal(0,1), seed {}", p.seed) : std::string("files");
   j["density"] = density;

@@ -200,8 +200,11 @@ std::string describe_problem(const Prepared& p) {
                                                        : std::string("bottom-right per sequence"))
       : p.problem.cu_seqlens_q ? fmt::format("{} documents (bottom-right each)", p.problem.cu_seqlens_q->documents())
                              : fmt::format("q_offset {}", q_offset);
+  // The CPU kernel's instruction-set level (ATTNFUSE_CPU_ISA or the best this CPU runs).
+  const std::string device = p.target == Target::Cpu ? fmt::format("cpu ({})", cpu_kernel_isa())
+                                                     : std::string(target_name(p.target));
   std::string s = fmt::format("{}, dtype {}, device {}, threads {}, {}", describe(p.problem.shape),
-                              dtype_name(p.dtype), target_name(p.target), p.threads, alignment);
+                              dtype_name(p.dtype), device, p.threads, alignment);
   if (p.random) s += fmt::format(", seed {}", p.seed);
   if (!p.rope_config.empty())
     s += fmt::format(", RoPE from {} (base {}, rope_type {})", p.rope_config, p.spec.scalars.rope.base,

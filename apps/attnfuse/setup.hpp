@@ -74,7 +74,7 @@ Prepared prepare(const ProblemOptions& o, bool want_lse);
 // Program text on one line (statements joined with " / ") for headers of printouts.
 std::string one_line(const std::string& text);
 
-// "B=1 Hq=8 ... dtype fp32, device cpu, threads 2, q_offset 0[, seed 7]"
+// "B=1 Hq=8 ... dtype fp32, device cpu (avx512), threads 2, q_offset 0[, seed 7]"
 std::string describe_problem(const Prepared& p);
 
 }  // namespace attnfuse::cli

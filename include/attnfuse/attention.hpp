@@ -142,4 +142,10 @@ void validate(const KernelSpec& spec, const ScalarArgs& scalars, const Attention
 // The fused CPU backend (validates first).
 void run_cpu(const KernelSpec& spec, const AttentionArgs& args);
 
+// The instruction-set level the CPU backend runs in this process: "avx512", "avx2" or "baseline"
+// (x86-64-v4, x86-64-v3, SSE2; "baseline" only on other architectures). The best one this CPU
+// supports, unless the environment variable ATTNFUSE_CPU_ISA names one; Error(Unsupported) when it
+// names one that is unknown, not compiled or not supported by this CPU.
+const char* cpu_kernel_isa();
+
 }  // namespace attnfuse

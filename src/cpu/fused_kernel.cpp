@@ -1,8 +1,7 @@
 // The fused CPU attention kernel: one tiled online-softmax loop per (batch, query head, query tile)
 // that never materializes the score matrix (only a block_k x block_q tile, thread-local), with
-// the norm, the ordered modifier chain and the presence of masks fixed at compile time.
-#include "cpu/fused_kernel.hpp"
-
+// the norm, the ordered modifier chain and the presence of masks fixed at compile time. Compiled
+// once per instruction-set level (cpu/isa.hpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -13,7 +12,12 @@
 #include <utility>
 #include <vector>
 
-namespace attnfuse::cpu {
+#include "cpu/fused_kernel.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/rope_apply.hpp"
+#include "cpu/simd.hpp"
+
+namespace attnfuse::cpu::ATTNFUSE_CPU_ISA_NS {
 namespace {
 
 using namespace simd;
@@ -246,7 +250,7 @@ struct Kernel {
         // Copied whole (a bulk copy of the row beats a fused read-rotate-write, measured), then
         // rotated in place: only the pairs some cell of the chunk reads.
         load_row(p.k, p.dtype, kj, p.D, kr);
-        if (p.rope) p.rope->rotate_row(p.rope->keys, a + j - t.origin, kr, first_pair);
+        if (p.rope) rotate_row(*p.rope, p.rope->keys, a + j - t.origin, kr, first_pair);
         w.krow[j] = kr;
       } else {
         w.krow[j] = static_cast<const float*>(p.k) + kj;
@@ -517,4 +521,28 @@ KernelFn select_kernel(NormKind norm, const ModifierChain& modifiers, bool maske
   return kTables[norm == NormKind::ReluAttention ? 1 : 0][masked ? 1 : 0][code];
 }
 
-}  // namespace attnfuse::cpu
+// The level these sources are compiled for (ATTNFUSE_CPU_ISA_LEVEL), checked against the
+// compiler's flags: a level built without its instructions would be chosen for CPUs it
+// underuses, and a baseline built with AVX would fault on the CPUs it exists for.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+constexpr CpuIsa kFlags = CpuIsa::Avx512;
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr CpuIsa kFlags = CpuIsa::Avx2;
+#else
+constexpr CpuIsa kFlags = CpuIsa::Baseline;
+#endif
+#if defined(__x86_64__) && defined(__AVX__)
+constexpr bool kX86WithAvx = true;
+#else
+constexpr bool kX86WithAvx = false;
+#endif
+constexpr CpuIsa kLevel = CpuIsa::ATTNFUSE_CPU_ISA_LEVEL;
+static_assert(kLevel == kFlags || (kLevel == CpuIsa::Baseline && !kX86WithAvx),
+              "the CPU kernel level's compiler flags do not match its name (CMakeLists.txt)");
+
+const IsaKernels& kernels() {
+  static constexpr IsaKernels k{kLevel, &select_kernel, &run_unfused, &run_scores_softmax_fused};
+  return k;
+}
+
+}  // namespace attnfuse::cpu::ATTNFUSE_CPU_ISA_NS

@@ -1,5 +1,6 @@
 // Builds the fused CPU kernel's per-call RoPE plan (cos/sin tables from the scaled frequencies,
-// rope_window limits) and rotates rows with it.
+// rope_window limits) and splits a tile's pairs for rope_window; the per-key work that runs on it
+// is cpu/rope_apply.hpp, compiled per instruction-set level.
 #include "cpu/rope_plan.hpp"
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "attnfuse/error.hpp"
-#include "cpu/fused_kernel.hpp"
 #include "rope/frequencies.hpp"
 
 namespace attnfuse::cpu {
@@ -78,39 +78,6 @@ void RopePlan::angles(const PositionTable& t, int64_t p, float* c, float* s) con
   }
 }
 
-void RopePlan::rotate_row(const PositionTable& t, int64_t p, float* x, int first_pair) const {
-  const int h = half;  // a local, so the stores below cannot be thought to change it
-  // Started at a multiple of 16 pairs so the loop runs whole vectors (rotating a few pairs
-  // nobody reads costs less than a scalar remainder loop).
-  const int r0 = first_pair & ~15;
-  if (user_cos) {  // the caller's tables: one row per position (pairs below r0 are unread anyway)
-    rotate(user_cos + p * h, user_sin + p * h, x, 1);
-    return;
-  }
-  const int64_t rel = p - t.p0;
-  const float* __restrict cc = t.cos.data() + (rel / kRopeFine) * h;
-  const float* __restrict cs = t.sin.data() + (rel / kRopeFine) * h;
-  const float* __restrict fc = fine_cos.data() + (rel % kRopeFine) * h;
-  const float* __restrict fs = fine_sin.data() + (rel % kRopeFine) * h;
-  if (style == RopeStyle::Neox) {
-    float* __restrict xa = x;
-    float* __restrict xb = x + h;
-    for (int r = r0; r < h; ++r) {
-      const float c = cc[r] * fc[r] - cs[r] * fs[r], s = cs[r] * fc[r] + cc[r] * fs[r];
-      const float a = xa[r], b = xb[r];
-      xa[r] = a * c - b * s;
-      xb[r] = b * c + a * s;
-    }
-  } else {
-    for (int r = r0; r < h; ++r) {
-      const float c = cc[r] * fc[r] - cs[r] * fs[r], s = cs[r] * fc[r] + cc[r] * fs[r];
-      const float a = x[2 * r], b = x[2 * r + 1];
-      x[2 * r] = a * c - b * s;
-      x[2 * r + 1] = b * c + a * s;
-    }
-  }
-}
-
 void RopePlan::use_tables(const RopeTablesView& t, int64_t first_query, int64_t queries) {
   if (queries > 0 && first_query < 0)
     throw Error(ErrorCode::Shape, fmt::format("the call rotates query positions from {}, but RoPE tables "
@@ -164,52 +131,6 @@ void split_window(const RopePlan& plan, int64_t D, int64_t delta_lo, int64_t del
     out.ranges.emplace_back(x, e);
     x = e;
   }
-}
-
-namespace {
-
-// st[j * ldst + i] += qt[a][i] * k_j[a] + qt[b][i] * k_j[b] of each boundary pair where
-// |delta0 + i - j| <= limit.
-void add_boundary_pairs(const RopePlan& plan, const WindowSplit& split, const float* qt,
-                        int64_t ldq, const float* krot, int64_t D, int n, int64_t delta0, int mpad,
-                        float* st, int64_t ldst) {
-  using i128 = __int128;
-  for (int r : split.boundary) {
-    const rope::PairDims pd = rope::pair_dims(plan.style, plan.rotary_dim, r);
-    const float* qa = qt + pd.a * ldq;
-    const float* qb = qt + pd.b * ldq;
-    const i128 w = plan.limits[static_cast<size_t>(r)];
-    for (int j = 0; j < n; ++j) {
-      // |delta0 + i - j| <= w  <=>  j - delta0 - w <= i <= j - delta0 + w
-      const i128 lo = i128(j) - delta0 - w, hi = i128(j) - delta0 + w + 1;
-      const int ilo = static_cast<int>(std::clamp<i128>(lo, 0, mpad));
-      const int ihi = static_cast<int>(std::clamp<i128>(hi, ilo, mpad));
-      const float ka = krot[j * D + pd.a], kb = krot[j * D + pd.b];
-      float* s = st + j * ldst;
-      for (int i = ilo; i < ihi; ++i) s[i] += qa[i] * ka + qb[i] * kb;
-    }
-  }
-}
-
-}  // namespace
-
-void windowed_scores(const RopePlan& plan, const WindowSplit& split, const float* qt,
-                     const float* krot, int64_t D, int n, int64_t delta0, int qv, int mpad,
-                     const float** krow, float* st) {
-  constexpr int64_t ld = simd::kStride;
-  if (split.ranges.empty())
-    for (int j = 0; j < n; ++j) std::fill(st + j * ld, st + j * ld + mpad, 0.0f);
-  bool first = true;
-  for (const auto& [d0, d1] : split.ranges) {
-    for (int j = 0; j < n; ++j) krow[j] = krot + j * D + d0;
-    const float* q = qt + int64_t{d0} * ld;
-    if (first)
-      simd::qk(qv, krow, n, q, d1 - d0, st);
-    else
-      simd::qk<true>(qv, krow, n, q, d1 - d0, st);
-    first = false;
-  }
-  add_boundary_pairs(plan, split, qt, ld, krot, D, n, delta0, mpad, st, ld);
 }
 
 }  // namespace attnfuse::cpu

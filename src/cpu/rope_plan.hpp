@@ -1,5 +1,6 @@
 // RoPE in the fused CPU kernel: the per-call plan (scaled frequencies turned into cos/sin tables,
-// the rope_window limits) and the fp32 rotation of Q and K rows the kernel applies on load.
+// the rope_window limits) and the fp32 rotation of Q rows per tile. The per-key work (rotating K
+// rows on load, rope_window's split QK product) is cpu/rope_apply.hpp, built per instruction set.
 #pragma once
 
 #include <cstdint>
@@ -49,12 +50,6 @@ struct RopePlan {
   // c[r], s[r] = attention_factor * cos/sin(p θ_r) for r < half; p must lie in t's range.
   void angles(const PositionTable& t, int64_t p, float* c, float* s) const;
 
-  // Rotates the contiguous row x (its first rotary_dim dims) to position p of table t: the
-  // angles composed and applied in one pass (the per-key work of every chunk, so it vectorizes).
-  // Pairs below first_pair (rounded down to a multiple of 16, whole vectors) are left alone:
-  // rope_window skips pairs no cell of a chunk reads.
-  void rotate_row(const PositionTable& t, int64_t p, float* x, int first_pair = 0) const;
-
   // Rotates the rotated dims of x (a row of at least rotary_dim floats, stride `stride` between
   // dims) by the angles of angles(); dims >= rotary_dim are untouched.
   void rotate(const float* c, const float* s, float* x, int64_t stride) const;
@@ -80,15 +75,6 @@ struct WindowSplit {
 // dims are neither multiplied nor gathered), the rest are boundary pairs.
 void split_window(const RopePlan& plan, int64_t D, int64_t delta_lo, int64_t delta_hi,
                   WindowSplit& out);
-
-// rope_window's scores of one chunk, S^T[j][i] for n keys and 16 * qv query columns (mpad):
-// the QK product over the split's kept ranges of dims (pairs out of window for the whole chunk
-// are never multiplied), then each boundary pair's term added to the cells where |Δ| is within
-// its limit, Δ = delta0 + i - j. qt is the rotated, scaled Q^T (row stride simd::kStride), krot
-// the rotated K rows (row stride D); krow is scratch for n row pointers. Requires !split.all.
-void windowed_scores(const RopePlan& plan, const WindowSplit& split, const float* qt,
-                     const float* krot, int64_t D, int n, int64_t delta0, int qv, int mpad,
-                     const float** krow, float* st);
 
 // The plan of one call: frequencies of rope::rope_frequencies(params, D, seq_len) (seq_len is
 // reference::rope_seq_len of the call), tables for key positions [0, Nk) and query positions

@@ -2,8 +2,6 @@
 // materialized. Both parallelize over (batch, query head) like the fused kernel, and the second
 // uses the fused kernel's micro-kernels and mask ranges, so its gap to the fused kernel is the P
 // round trip through memory and the second softmax pass, not code quality or threading.
-#include "cpu/unfused.hpp"
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,9 +16,12 @@
 #include "attnfuse/error.hpp"
 #include "common/dtype.hpp"
 #include "cpu/fused_kernel.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/rope_apply.hpp"
+#include "cpu/simd.hpp"
 #include "reference/reference.hpp"
 
-namespace attnfuse::cpu {
+namespace attnfuse::cpu::ATTNFUSE_CPU_ISA_NS {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -153,7 +154,7 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
       } else {
         for (int64_t x = 0; x < d.D; ++x)
           kbuf[j * d.D + x] = load_elem(args.k.data, args.k.dtype, args.k.offset(b, hkv, j, x));
-        if (rope) rope->rotate_row(rope->keys, j, kbuf.get() + j * d.D);
+        if (rope) rotate_row(*rope, rope->keys, j, kbuf.get() + j * d.D);
         krow[size_t(j)] = kbuf.get() + j * d.D;
       }
       for (int64_t x = 0; x < dvp; ++x)
@@ -280,4 +281,4 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
   });
 }
 
-}  // namespace attnfuse::cpu
+}  // namespace attnfuse::cpu::ATTNFUSE_CPU_ISA_NS

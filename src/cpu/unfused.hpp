@@ -1,5 +1,6 @@
 // The decomposition variants of the ablation benchmark (`attnfuse bench --ablate`), in fp32: each
 // removes fewer fusion boundaries than the fused kernel, so their times show what fusing buys.
+// Like the kernel they run at the process's instruction-set level (cpu/isa.hpp).
 #pragma once
 
 #include "attnfuse/attention.hpp"
