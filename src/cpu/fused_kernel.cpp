@@ -59,16 +59,13 @@ struct Workspace {
   alignas(64) float cnt[kBQ];    // kept keys so far (relu_attention)
   alignas(64) float alpha[kBQ];  // rescale of the running state by the current chunk
   alignas(64) float row[kBQ];    // one converted Q row piece
+  // Per query column of the tile (a packed GQA tile holds several heads' rows, Tile::heads): the
+  // offset of its query from the tile's first query position, as int and float, and its head's
+  // ALiBi slope.
+  int colq[kBQ];
+  alignas(64) float colpos[kBQ];
+  alignas(64) float colslope[kBQ];
 };
-
-// Float 0, 1, 2, ...: lane index of each query column.
-struct Iota {
-  alignas(64) float v[kBQ];
-  constexpr Iota() : v{} {
-    for (int i = 0; i < kBQ; ++i) v[i] = float(i);
-  }
-};
-constexpr Iota kIota{};
 
 // Rows [i0, i0 + m) of the queries, cut so that they share one BlockMask query block (qb) and
 // one document, and where their keys live: [k_lo, k_hi) (every key, or the document's), Δ of
@@ -81,17 +78,25 @@ struct QueryTile {
   int64_t k_lo, k_hi, q_offset, origin;
 };
 
-// One query tile of one (b, hq): fixed while its key chunks stream by.
+// One query tile of one (b, hq), or of `heads` query heads of one KV group (GQA packing, for
+// calls with few queries: each K/V chunk is then loaded and converted once for the group, and the
+// group's rows fill the SIMD lanes a single decode row would leave empty). Rows are head-major:
+// row r is query i0 + r % mq of head hq + r / mq. Fixed while its key chunks stream by.
 struct Tile {
-  int64_t b, hq, hkv, i0;
-  int m;     // query rows
+  int64_t b, hq, hkv, i0;  // hq: the first (or only) query head
+  int heads;  // query heads in the tile
+  int mq;     // query positions per head
+  int m;      // query rows: heads * mq
   int qv;    // 16-lane vectors covering m
   int mpad;  // 16 * qv
   int rows;  // m rounded up to the PV micro-kernel's rows
   i128 pq_lo, pq_hi;  // positions of the first and last query, in the keys' frame (Δ = pq - key)
   int64_t origin;     // RoPE rotates key j at j - origin and query i at pq(i) - origin
-  float slope;        // alibi
-  const void* bias_rows;  // bias at (b', h', i0, 0)
+  // Per column (Workspace::colq / colpos / colslope): query offset from pq_lo, and ALiBi slope.
+  const int* colq;
+  const float* colpos;
+  const float* colslope;
+  const void* bias_rows;  // bias at (b', hq', i0, 0)
 };
 
 // The query tiles of batch entry b (any entry when they are shared): [0, Nq) against the entry's
@@ -158,10 +163,10 @@ struct Kernel {
       constexpr auto kind = static_cast<ModifierKind>(kChain % 4 - 1);
       if constexpr (kind == ModifierKind::Alibi) {
         for (int j = 0; j < n; ++j) {
-          // delta of column i = (pq_lo - key) + i, exact in float below 2^24
+          // delta of column i = (pq_lo - key) + colpos[i], exact in float below 2^24
           const float base = static_cast<float>(static_cast<double>(t.pq_lo - (a + j)));
           float* s = st + j * kBQ;
-          for (int i = 0; i < t.mpad; ++i) s[i] -= t.slope * std::fabs(base + kIota.v[i]);
+          for (int i = 0; i < t.mpad; ++i) s[i] -= t.colslope[i] * std::fabs(base + t.colpos[i]);
         }
       } else if constexpr (kind == ModifierKind::AdditiveBias) {
         add_bias(p, t, a, n, st);
@@ -177,9 +182,10 @@ struct Kernel {
   }
 
   static void add_bias(const KernelParams& p, const Tile& t, int64_t a, int n, float* st) {
-    const int64_t rs = p.bias_strides[2];
+    const int64_t rs = p.bias_strides[2], hs = p.bias_strides[1];
     for (int i = 0; i < t.m; ++i) {
-      const int64_t off = i * rs + a;
+      const int g = i / t.mq;
+      const int64_t off = g * hs + (i - g * t.mq) * rs + a;
       if (p.bias_dtype == DType::F32) {
         const float* br = static_cast<const float*>(t.bias_rows) + off;
         for (int j = 0; j < n; ++j) st[j * kBQ + i] += br[j];
@@ -196,7 +202,7 @@ struct Kernel {
     const bool sliding = p.masks.has(MaskKind::SlidingWindow);
     for (int j = 0; j < n; ++j) {
       float* s = w.st.get() + j * kBQ;
-      // Kept query columns of key a+j form an interval [lo, hi) (delta = pq_lo + i - key).
+      // Kept query offsets of key a+j form an interval [lo, hi) (delta = pq_lo + colq[i] - key).
       const i128 base = i128(a + j) - t.pq_lo;  // the column whose delta is 0
       i128 lo = 0, hi = t.mpad;
       if (causal) lo = std::max(lo, base);
@@ -205,13 +211,14 @@ struct Kernel {
       const int ihi = static_cast<int>(std::clamp<i128>(hi, ilo, t.mpad));
       if (!cm.bits) {
         for (int i = 0; i < t.mpad; ++i) {
-          const bool keep = i >= ilo && i < ihi;
+          const bool keep = t.colq[i] >= ilo && t.colq[i] < ihi;
           s[i] = keep ? s[i] : kNegInf;
           if constexpr (kNorm == NormKind::ReluAttention) w.cnt[i] += keep ? 1.0f : 0.0f;
         }
         continue;
       }
       // Partial BlockMask block: bit (query - block's first query) * block_k + (key - first key).
+      // (Block-sparse tiles hold one head: column i is query i0 + i.)
       const int64_t col = a + j - cm.bits_k0;
       for (int i = 0; i < t.mpad; ++i) {
         const int64_t bit = (t.i0 + i - cm.bits_q0) * cm.block_k + col;
@@ -240,7 +247,7 @@ struct Kernel {
     // rope_window: which pairs this chunk reads at all; the others are not rotated.
     const bool windowed = p.rope && p.rope->windowed();
     const int64_t delta0 = static_cast<int64_t>(t.pq_lo - a);  // Δ of (row 0, key a)
-    if (windowed) split_window(*p.rope, p.D, delta0 - (n - 1), delta0 + (t.m - 1), w.split);
+    if (windowed) split_window(*p.rope, p.D, delta0 - (n - 1), delta0 + (t.mq - 1), w.split);
     const bool pruned = windowed && !w.split.all;
     const int first_pair = pruned ? w.split.first_pair : 0;
     for (int j = 0; j < n; ++j) {
@@ -265,7 +272,8 @@ struct Kernel {
     }
 
     if (pruned)
-      windowed_scores(*p.rope, w.split, w.qt.get(), w.kbuf.get(), p.D, n, delta0, t.qv, t.mpad, w.krow, st);
+      windowed_scores(*p.rope, w.split, w.qt.get(), w.kbuf.get(), p.D, n, delta0, t.qv, t.mpad,
+                      t.heads > 1 ? t.mq : t.mpad, w.krow, st);
     else
       qk(t.qv, w.krow, n, w.qt.get(), p.D, st);
     modify<kMods>(p, t, a, n, st);
@@ -308,23 +316,31 @@ struct Kernel {
     }
   }
 
-  static void tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq, const QueryTile& qt);
+  static void tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq, int heads, const QueryTile& qt);
 };
 
 template <NormKind kNorm, unsigned kMods, bool kMasked>
-void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, int64_t b,
-                                         int64_t hq, const QueryTile& q) {
+void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq,
+                                         int heads, const QueryTile& q) {
   const int64_t i0 = q.i0, qb = q.qb;
-  const int m = q.m;
+  const int mq = q.m, m = heads * mq;
   Tile t;
-  t.b = b, t.hq = hq, t.hkv = hq / (p.Hq / p.Hkv), t.i0 = i0, t.m = m;
+  t.b = b, t.hq = hq, t.hkv = hq / (p.Hq / p.Hkv), t.i0 = i0;
+  t.heads = heads, t.mq = mq, t.m = m;
   t.qv = (m + kLanes - 1) / kLanes;
   t.mpad = t.qv * kLanes;
   t.rows = (m + kPvRows - 1) / kPvRows * kPvRows;
   t.pq_lo = i128(i0) + q.q_offset;
-  t.pq_hi = t.pq_lo + (m - 1);
+  t.pq_hi = t.pq_lo + (mq - 1);
   t.origin = q.origin;
-  t.slope = p.alibi_slopes ? p.alibi_slopes[hq] : 0.0f;
+  // Padding columns continue the last head's segment (their results are never stored).
+  for (int i = 0; i < t.mpad; ++i) {
+    const int g = std::min(i / mq, heads - 1);
+    w.colq[i] = i - g * mq;
+    w.colpos[i] = static_cast<float>(w.colq[i]);
+    w.colslope[i] = p.alibi_slopes ? p.alibi_slopes[hq + g] : 0.0f;
+  }
+  t.colq = w.colq, t.colpos = w.colpos, t.colslope = w.colslope;
   t.bias_rows = nullptr;
   if (p.bias) {
     const int64_t off = b * p.bias_strides[0] + hq * p.bias_strides[1] + i0 * p.bias_strides[2];
@@ -339,7 +355,7 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
       for (int64_t d = 0; d < p.D; ++d) qt[d * kBQ + i] = 0.0f;
       continue;
     }
-    const int64_t qofs = b * p.q_strides[0] + hq * p.q_strides[1] + (i0 + i) * p.q_strides[2];
+    const int64_t qofs = b * p.q_strides[0] + (hq + i / mq) * p.q_strides[1] + (i0 + w.colq[i]) * p.q_strides[2];
     if (p.dtype == DType::F32) {
       const float* src = static_cast<const float*>(p.q) + qofs;
       for (int64_t d = 0; d < p.D; ++d) qt[d * kBQ + i] = p.scale * src[d];
@@ -354,7 +370,8 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
   // RoPE: each row rotated at its position pq(i) - origin (scale commutes with it).
   if (p.rope) {
     for (int i = 0; i < m; ++i) {
-      p.rope->angles(p.rope->queries, static_cast<int64_t>(t.pq_lo - t.origin) + i, w.rc.data(), w.rs.data());
+      p.rope->angles(p.rope->queries, static_cast<int64_t>(t.pq_lo - t.origin) + w.colq[i], w.rc.data(),
+                     w.rs.data());
       p.rope->rotate(w.rc.data(), w.rs.data(), qt + i, kBQ);
     }
   }
@@ -379,7 +396,7 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
 
   if (lo < hi) {
     const int64_t klo = static_cast<int64_t>(lo), khi = static_cast<int64_t>(hi);
-    if (p.masks.has(MaskKind::BlockSparse)) {
+    if (p.masks.has(MaskKind::BlockSparse)) {  // one head per tile (run() never packs these)
       const BlockMask& bm = *p.block_mask;
       const auto cols = bm.kv_blocks(b, hq, qb);
       const auto full = bm.full_flags(b, hq, qb);
@@ -404,19 +421,19 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
   }
 
   // Normalize and store: O = acc / l (softmax) or acc / L (relu); rows with nothing kept get 0.
-  const int64_t oofs = b * p.out_strides[0] + hq * p.out_strides[1];
   for (int i = 0; i < m; ++i) {
+    const int64_t h = hq + i / mq, qi = i0 + w.colq[i];
     // relu_attention's LSE is log L_i, the log of its normalizer (what the reference reports).
     const float denom = kNorm == NormKind::ReluAttention ? w.cnt[i] : w.l[i];
     float* oi = w.o.get() + i * w.dvp;
     const float inv = 1.0f / denom;
-    const int64_t dst = oofs + (i0 + i) * p.out_strides[2];
+    const int64_t dst = b * p.out_strides[0] + h * p.out_strides[1] + qi * p.out_strides[2];
     float* out = p.dtype == DType::F32 ? static_cast<float*>(p.out) + dst : oi;  // fp32: in place
     for (int64_t x = 0; x < p.Dv; ++x) out[x] = denom == 0.0f ? 0.0f : oi[x] * inv;
     if (p.dtype != DType::F32) store_row(p.out, p.dtype, dst, p.Dv, oi);
     if (p.lse) {
       const float shift = kNorm == NormKind::ReluAttention || w.m[i] == kNegInf ? 0.0f : w.m[i];
-      p.lse[b * p.lse_strides[0] + hq * p.lse_strides[1] + (i0 + i) * p.lse_strides[2]] =
+      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + qi * p.lse_strides[2]] =
           denom == 0.0f ? kNegInf : shift + std::log(denom);
     }
   }
@@ -424,8 +441,7 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
 
 template <NormKind kNorm, unsigned kMods, bool kMasked>
 void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
-  const int64_t heads = p.B * p.Hq;
-  if (heads == 0 || p.Nq == 0) return;
+  if (p.B * p.Hq == 0 || p.Nq == 0) return;
   // The work: (batch entry, query tile) pairs, each run for every query head. Latest query tiles
   // first: under causal masks they see the most keys, and handing out the big items first
   // balances the dynamic schedule.
@@ -463,7 +479,19 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
     for (const auto& c : cost) sorted.push_back(work[c.second]);
     work = std::move(sorted);
   }
-  const int64_t items = static_cast<int64_t>(work.size()) * p.Hq;
+  // GQA packing: one tile runs the query heads of a KV group together where all their rows fit one
+  // tile (few queries: decoding, speculative drafts), so each K/V chunk is loaded, converted and
+  // rotated once per group, and a decode row's 15 empty lanes hold the group's other heads. Not
+  // where that would leave threads idle (fewer packed tiles than threads: each head's own tile
+  // keeps them busy), and not for block-sparse masks, which may differ per head.
+  int64_t longest = 0;
+  for (const Work& job : work) longest = std::max<int64_t>(longest, job.tile.m);
+  const int64_t group = p.Hq / p.Hkv;
+  const bool pack = group > 1 && !p.masks.has(MaskKind::BlockSparse) && longest * group <= p.block_q &&
+                    static_cast<int64_t>(work.size()) * p.Hkv >= omp_get_max_threads();
+  const int heads = pack ? static_cast<int>(group) : 1;
+  const int64_t per_tile = p.Hq / heads;  // items per query tile
+  const int64_t items = static_cast<int64_t>(work.size()) * per_tile;
   if (items == 0) return;
   // Scratch for every thread, allocated up front so a failure throws here, not inside the team.
   const int threads = static_cast<int>(std::clamp<int64_t>(omp_get_max_threads(), 1, items));
@@ -474,8 +502,8 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
     Workspace& w = *scratch[static_cast<size_t>(omp_get_thread_num())];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; ++it) {
-      const Work& job = work[static_cast<size_t>(it / p.Hq)];
-      tile(p, w, job.b, it % p.Hq, job.tile);
+      const Work& job = work[static_cast<size_t>(it / per_tile)];
+      tile(p, w, job.b, (it % per_tile) * heads, heads, job.tile);
     }
   }
 }

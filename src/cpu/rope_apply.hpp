@@ -50,10 +50,11 @@ inline void rotate_row(const RopePlan& plan, const PositionTable& t, int64_t p, 
 }
 
 // st[j * ldst + i] += qt[a][i] * k_j[a] + qt[b][i] * k_j[b] of each boundary pair where
-// |delta0 + i - j| <= limit.
-inline void add_boundary_pairs(const RopePlan& plan, const WindowSplit& split, const float* qt,
-                        int64_t ldq, const float* krot, int64_t D, int n, int64_t delta0, int mpad,
-                        float* st, int64_t ldst) {
+// |Δ| <= limit. The columns come in segments of `seg` (one per query head of a packed GQA tile,
+// else one of mpad): column c0 + i of a segment has Δ = delta0 + i - j.
+inline void add_boundary_pairs(const RopePlan& plan, const WindowSplit& split, const float* qt, int64_t ldq,
+                               const float* krot, int64_t D, int n, int64_t delta0, int mpad, int seg,
+                               float* st, int64_t ldst) {
   using i128 = __int128;
   for (int r : split.boundary) {
     const rope::PairDims pd = rope::pair_dims(plan.style, plan.rotary_dim, r);
@@ -63,11 +64,14 @@ inline void add_boundary_pairs(const RopePlan& plan, const WindowSplit& split, c
     for (int j = 0; j < n; ++j) {
       // |delta0 + i - j| <= w  <=>  j - delta0 - w <= i <= j - delta0 + w
       const i128 lo = i128(j) - delta0 - w, hi = i128(j) - delta0 + w + 1;
-      const int ilo = static_cast<int>(std::clamp<i128>(lo, 0, mpad));
-      const int ihi = static_cast<int>(std::clamp<i128>(hi, ilo, mpad));
       const float ka = krot[j * D + pd.a], kb = krot[j * D + pd.b];
       float* s = st + j * ldst;
-      for (int i = ilo; i < ihi; ++i) s[i] += qa[i] * ka + qb[i] * kb;
+      for (int c0 = 0; c0 < mpad; c0 += seg) {
+        const int len = std::min(seg, mpad - c0);
+        const int ilo = c0 + static_cast<int>(std::clamp<i128>(lo, 0, len));
+        const int ihi = c0 + static_cast<int>(std::clamp<i128>(hi, ilo - c0, len));
+        for (int i = ilo; i < ihi; ++i) s[i] += qa[i] * ka + qb[i] * kb;
+      }
     }
   }
 }
@@ -75,11 +79,12 @@ inline void add_boundary_pairs(const RopePlan& plan, const WindowSplit& split, c
 // rope_window's scores of one chunk, S^T[j][i] for n keys and 16 * qv query columns (mpad): the QK
 // product over the split's kept ranges of dims (pairs out of window for the whole chunk are never
 // multiplied), then each boundary pair's term added to the cells where |Δ| is within its limit,
-// Δ = delta0 + i - j. qt is the rotated, scaled Q^T (row stride simd::kStride), krot the rotated K
-// rows (row stride D); krow is scratch for n row pointers. Requires !split.all.
-inline void windowed_scores(const RopePlan& plan, const WindowSplit& split, const float* qt,
-                     const float* krot, int64_t D, int n, int64_t delta0, int qv, int mpad,
-                     const float** krow, float* st) {
+// Δ = delta0 + i - j for column i of each segment of `seg` columns (add_boundary_pairs). qt is the
+// rotated, scaled Q^T (row stride simd::kStride), krot the rotated K rows (row stride D); krow is
+// scratch for n row pointers. Requires !split.all.
+inline void windowed_scores(const RopePlan& plan, const WindowSplit& split, const float* qt, const float* krot,
+                            int64_t D, int n, int64_t delta0, int qv, int mpad, int seg, const float** krow,
+                            float* st) {
   constexpr int64_t ld = simd::kStride;
   if (split.ranges.empty())
     for (int j = 0; j < n; ++j) std::fill(st + j * ld, st + j * ld + mpad, 0.0f);
@@ -93,7 +98,7 @@ inline void windowed_scores(const RopePlan& plan, const WindowSplit& split, cons
       simd::qk<true>(qv, krow, n, q, d1 - d0, st);
     first = false;
   }
-  add_boundary_pairs(plan, split, qt, ld, krot, D, n, delta0, mpad, st, ld);
+  add_boundary_pairs(plan, split, qt, ld, krot, D, n, delta0, mpad, seg, st, ld);
 }
 
 }  // namespace attnfuse::cpu::ATTNFUSE_CPU_ISA_NS

@@ -204,7 +204,7 @@ void run_scores_softmax_fused(const KernelSpec& spec, const AttentionArgs& args)
           split_window(*rope, d.D, delta0 - (n - 1), delta0 + (m - 1), split);
           if (!split.all) {
             windowed_scores(*rope, split, qt.get(), kbuf.get() + a * d.D, d.D, n, delta0, qv,
-                            qv * simd::kLanes, kscratch.data(), P + a * kTq);
+                            qv * simd::kLanes, qv * simd::kLanes, kscratch.data(), P + a * kTq);
             continue;
           }
         }
