@@ -194,6 +194,30 @@ inline void pin(NVec& v) {
 #endif
 }
 
+// A micro-kernel's R x NC accumulator block: loaded from / stored to rows of stride ld.
+template <int R, int NC>
+inline void load_block(NVec (&acc)[R][NC], const float* src, int64_t ld) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; ++c) acc[r][c] = load_a(src + r * ld + c * kNativeLanes);
+}
+template <int R, int NC>
+inline void store_block(const NVec (&acc)[R][NC], float* dst, int64_t ld) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; ++c) store_a(dst + r * ld + c * kNativeLanes, acc[r][c]);
+}
+// acc[r][c] += x[r] * y[c]: one step of both products (a scalar broadcast per row).
+template <int R, int NC>
+inline void rank1(NVec (&acc)[R][NC], const float (&x)[R], const NVec (&y)[NC]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; ++c) acc[r][c] += x[r] * y[c];
+}
+
 // S^T[j][0 .. 16*QV) = sum_d K[j][d] * Q^T[d][..] for R keys: an outer product over d, with K
 // read in place (broadcast per key) and Q pre-transposed once per query tile.
 // kAcc adds to S^T instead (rope_window runs the product over several ranges of kept dims).
@@ -201,11 +225,8 @@ template <int R, int QV, bool kAcc = false>
 inline void qk_micro(const float* const* krow, const float* __restrict qt, int64_t D,
                      float* __restrict st) {
   constexpr int NC = QV * kSub;
-  NVec acc[R][NC];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) acc[r][c] = kAcc ? load_a(st + r * kStride + c * kNativeLanes) : NVec{};
+  NVec acc[R][NC] = {};
+  if constexpr (kAcc) load_block(acc, st, kStride);
   const float* kr[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) kr[r] = krow[r];
@@ -217,17 +238,12 @@ inline void qk_micro(const float* const* krow, const float* __restrict qt, int64
       qv[c] = load_a(q + c * kNativeLanes);
       pin(qv[c]);  // NC loads per d, not one memory operand per FMA
     }
+    float kd[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const float kd = kr[r][d];
-#pragma GCC unroll 16
-      for (int c = 0; c < NC; ++c) acc[r][c] += kd * qv[c];
-    }
+    for (int r = 0; r < R; ++r) kd[r] = kr[r][d];
+    rank1(acc, kd, qv);
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) store_a(st + r * kStride + c * kNativeLanes, acc[r][c]);
+  store_block(acc, st, kStride);
 }
 
 // The QK product of a tile by micro-kernel blocks: kQkRows keys by up to kQkCols vectors of
@@ -269,10 +285,7 @@ inline void pv_micro(const float* __restrict pt, const float* const* vrow, int64
                      float* __restrict o, int64_t ldo) {
   constexpr int NC = NV * kSub;
   NVec acc[RI][NC];
-#pragma GCC unroll 8
-  for (int r = 0; r < RI; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) acc[r][c] = load_a(o + r * ldo + c * kNativeLanes);
+  load_block(acc, o, ldo);
   for (int j = 0; j < n; ++j) {
     const float* vj = vrow[j] + c0;
     NVec vv[NC];
@@ -281,18 +294,12 @@ inline void pv_micro(const float* __restrict pt, const float* const* vrow, int64
       vv[c] = load_u(vj + c * kNativeLanes);
       pin(vv[c]);  // one load, shared by the RI rows
     }
-    const float* pj = pt + j * kStride;
+    float w[RI];
 #pragma GCC unroll 8
-    for (int r = 0; r < RI; ++r) {
-      const float w = pj[r];
-#pragma GCC unroll 16
-      for (int c = 0; c < NC; ++c) acc[r][c] += w * vv[c];
-    }
+    for (int r = 0; r < RI; ++r) w[r] = pt[j * kStride + r];
+    rank1(acc, w, vv);
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < RI; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) store_a(o + r * ldo + c * kNativeLanes, acc[r][c]);
+  store_block(acc, o, ldo);
 }
 
 // O[0 .. rows) += P V over n keys; rows is a multiple of kPvRows, dvp of 16.
