@@ -157,6 +157,12 @@ const char* attnfuse_last_error(void);
 /* 1 when a CUDA device is usable. */
 int attnfuse_cuda_available(void);
 
+/* The instruction-set level the CPU backend runs in this process: "avx512", "avx2" or "baseline"
+   (x86-64-v4, x86-64-v3, SSE2; "baseline" alone on other architectures). The best one the CPU
+   supports, unless the environment variable ATTNFUSE_CPU_ISA names one; NULL when it names one
+   that is unknown or that this CPU lacks (attnfuse_last_error says which). */
+const char* attnfuse_cpu_kernel_isa(void);
+
 #ifdef __cplusplus
 }
 #endif

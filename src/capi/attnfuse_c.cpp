@@ -225,4 +225,9 @@ const char* attnfuse_last_error(void) { return g_last_error.c_str(); }
 
 int attnfuse_cuda_available(void) { return attnfuse::runtime::cuda_available() ? 1 : 0; }
 
+const char* attnfuse_cpu_kernel_isa(void) {
+  const char* name = nullptr;
+  return guarded([&] { name = attnfuse::cpu_kernel_isa(); }) == ATTNFUSE_OK ? name : nullptr;
+}
+
 }  // extern "C"

@@ -517,6 +517,12 @@ TEST(CApi, BlockMaskErrorsAreStatusCodes) {
   attnfuse_block_mask_free(mask);
 }
 
+TEST(CApi, CpuKernelLevelIsTheLibrarys) {
+  const char* name = attnfuse_cpu_kernel_isa();
+  ASSERT_NE(name, nullptr) << attnfuse_last_error();
+  EXPECT_STREQ(name, attnfuse::cpu_kernel_isa());
+}
+
 TEST(CApi, CudaRequestWithoutADeviceIsADeviceError) {
   if (attnfuse_cuda_available()) GTEST_SKIP() << "a CUDA device is present";
   attnfuse_kernel* k = nullptr;
