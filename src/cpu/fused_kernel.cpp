@@ -24,6 +24,9 @@ using namespace simd;
 constexpr int kBQ = kStride;     // row stride of the Q^T and S^T tiles (a tile may use fewer rows)
 constexpr int kBK = kMaxBlockK;  // key capacity of the chunk buffers
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Split-KV parts have at least this many keys: a part repeats its tile's Q load and setup and
+// adds a merge, which 512 keys of QK and P V amortize.
+constexpr int64_t kMinPartKeys = 512;
 
 using i128 = __int128;
 
@@ -125,6 +128,58 @@ std::vector<QueryTile> query_tiles(const KernelParams& p, const Documents* docs,
     cut(docs->q[size_t(d)], docs->q[size_t(d + 1)], QueryTile{0, 0, 0, k0, docs->k[size_t(d + 1)], docs->shift(d), k0});
   }
   return tiles;
+}
+
+// Split-KV (flash decoding on the CPU): where a call has fewer tiles than threads, each tile's
+// key range is cut into `splits` parts run as separate items. Each part writes its rows'
+// normalized fp32 O and LSE here; merge_splits() then combines them by log-sum-exp weights
+// (exp(LSE_s) is the part's normalizer under either norm: Σ exp(s - m) for softmax, the kept-key
+// count for relu_attention, so one rule merges both).
+struct Splits {
+  int count = 1;
+  int64_t B = 0, Hq = 0, Nq = 0, Dv = 0;
+  std::vector<float> o, lse;  // [count][B][Hq][Nq][Dv], [count][B][Hq][Nq]
+  int64_t row(int s, int64_t b, int64_t h, int64_t i) const { return ((s * B + b) * Hq + h) * Nq + i; }
+};
+
+// One query tile of one batch entry: run() hands out (Work, query heads[, key part]) items.
+struct Work {
+  int64_t b;
+  QueryTile tile;
+};
+
+// The rows of every work item, each merged from its key parts: O = Σ w_s O_s / Σ w_s and
+// LSE = max + log Σ w_s, w_s = exp(LSE_s - max). Parts that kept nothing (LSE -inf) weigh 0; a row
+// no part kept anything of gets O = 0 and LSE = -inf, as unsplit.
+void merge_splits(const KernelParams& p, const Splits& parts, const std::vector<Work>& work) {
+  const int64_t n = static_cast<int64_t>(work.size()) * p.Hq;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t it = 0; it < n; ++it) {
+    const Work& job = work[static_cast<size_t>(it / p.Hq)];
+    const int64_t b = job.b, h = it % p.Hq;
+    std::vector<float> acc(static_cast<size_t>(p.Dv));
+    for (int64_t i = job.tile.i0; i < job.tile.i0 + job.tile.m; ++i) {
+      float mx = kNegInf;
+      for (int s = 0; s < parts.count; ++s) mx = std::max(mx, parts.lse[static_cast<size_t>(parts.row(s, b, h, i))]);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      float total = 0.0f;
+      if (mx != kNegInf) {
+        for (int s = 0; s < parts.count; ++s) {
+          const int64_t r = parts.row(s, b, h, i);
+          const float wt = std::exp(parts.lse[static_cast<size_t>(r)] - mx);
+          if (wt == 0.0f) continue;
+          total += wt;
+          const float* o = parts.o.data() + r * p.Dv;
+          for (int64_t x = 0; x < p.Dv; ++x) acc[static_cast<size_t>(x)] += wt * o[x];
+        }
+        for (float& x : acc) x /= total;
+      }
+      store_row(p.out, p.dtype, b * p.out_strides[0] + h * p.out_strides[1] + i * p.out_strides[2], p.Dv, acc.data());
+      if (p.lse)
+        p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + i * p.lse_strides[2]] =
+            mx == kNegInf ? kNegInf : mx + std::log(total);
+    }
+  }
 }
 
 // How a key chunk is masked: nothing to check, or per-element (positions and/or a bitmap).
@@ -316,12 +371,13 @@ struct Kernel {
     }
   }
 
-  static void tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq, int heads, const QueryTile& qt);
+  static void tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq, int heads, const QueryTile& qt,
+                   Splits* parts, int part);
 };
 
 template <NormKind kNorm, unsigned kMods, bool kMasked>
 void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, int64_t b, int64_t hq,
-                                         int heads, const QueryTile& q) {
+                                         int heads, const QueryTile& q, Splits* parts, int part) {
   const int64_t i0 = q.i0, qb = q.qb;
   const int mq = q.m, m = heads * mq;
   Tile t;
@@ -394,6 +450,11 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
     return true;
   };
 
+  if (parts && lo < hi) {  // this part's share of the keys
+    const i128 len = hi - lo;
+    hi = lo + len * (part + 1) / parts->count;
+    lo = lo + len * part / parts->count;
+  }
   if (lo < hi) {
     const int64_t klo = static_cast<int64_t>(lo), khi = static_cast<int64_t>(hi);
     if (p.masks.has(MaskKind::BlockSparse)) {  // one head per tile (run() never packs these)
@@ -421,21 +482,26 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
   }
 
   // Normalize and store: O = acc / l (softmax) or acc / L (relu); rows with nothing kept get 0.
+  // relu_attention's LSE is log L_i, the log of its normalizer (what the reference reports).
   for (int i = 0; i < m; ++i) {
     const int64_t h = hq + i / mq, qi = i0 + w.colq[i];
-    // relu_attention's LSE is log L_i, the log of its normalizer (what the reference reports).
     const float denom = kNorm == NormKind::ReluAttention ? w.cnt[i] : w.l[i];
+    const float shift = kNorm == NormKind::ReluAttention || w.m[i] == kNegInf ? 0.0f : w.m[i];
+    const float lse = denom == 0.0f ? kNegInf : shift + std::log(denom);
     float* oi = w.o.get() + i * w.dvp;
     const float inv = 1.0f / denom;
+    if (parts) {  // a part of the keys: fp32 O and LSE, for merge_splits
+      const int64_t r = parts->row(part, b, h, qi);
+      float* dst = parts->o.data() + r * p.Dv;
+      for (int64_t x = 0; x < p.Dv; ++x) dst[x] = denom == 0.0f ? 0.0f : oi[x] * inv;
+      parts->lse[static_cast<size_t>(r)] = lse;
+      continue;
+    }
     const int64_t dst = b * p.out_strides[0] + h * p.out_strides[1] + qi * p.out_strides[2];
     float* out = p.dtype == DType::F32 ? static_cast<float*>(p.out) + dst : oi;  // fp32: in place
     for (int64_t x = 0; x < p.Dv; ++x) out[x] = denom == 0.0f ? 0.0f : oi[x] * inv;
     if (p.dtype != DType::F32) store_row(p.out, p.dtype, dst, p.Dv, oi);
-    if (p.lse) {
-      const float shift = kNorm == NormKind::ReluAttention || w.m[i] == kNegInf ? 0.0f : w.m[i];
-      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + qi * p.lse_strides[2]] =
-          denom == 0.0f ? kNegInf : shift + std::log(denom);
-    }
+    if (p.lse) p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + qi * p.lse_strides[2]] = lse;
   }
 }
 
@@ -445,10 +511,6 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
   // The work: (batch entry, query tile) pairs, each run for every query head. Latest query tiles
   // first: under causal masks they see the most keys, and handing out the big items first
   // balances the dynamic schedule.
-  struct Work {
-    int64_t b;
-    QueryTile tile;
-  };
   std::vector<Work> work;
   if (p.document_rows > 1 || p.kv_len) {  // per-batch documents or lengths: each entry its own tiles
     for (int64_t b = 0; b < p.B; ++b) {
@@ -482,17 +544,31 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
   // GQA packing: one tile runs the query heads of a KV group together where all their rows fit one
   // tile (few queries: decoding, speculative drafts), so each K/V chunk is loaded, converted and
   // rotated once per group, and a decode row's 15 empty lanes hold the group's other heads. Not
-  // where that would leave threads idle (fewer packed tiles than threads: each head's own tile
-  // keeps them busy), and not for block-sparse masks, which may differ per head.
-  int64_t longest = 0;
+  // for block-sparse masks, which may differ per head, and not where that would leave threads
+  // idle with keys too few to split (each head's own tile then keeps them busy).
+  const int team = omp_get_max_threads();
+  int64_t longest = 0, keys = p.Nk;
   for (const Work& job : work) longest = std::max<int64_t>(longest, job.tile.m);
+  if (p.kv_len) keys = *std::max_element(p.kv_len, p.kv_len + p.B);
+  const int64_t max_parts = keys / kMinPartKeys;
   const int64_t group = p.Hq / p.Hkv;
   const bool pack = group > 1 && !p.masks.has(MaskKind::BlockSparse) && longest * group <= p.block_q &&
-                    static_cast<int64_t>(work.size()) * p.Hkv >= omp_get_max_threads();
+                    (static_cast<int64_t>(work.size()) * p.Hkv >= team || max_parts >= 2);
   const int heads = pack ? static_cast<int>(group) : 1;
   const int64_t per_tile = p.Hq / heads;  // items per query tile
-  const int64_t items = static_cast<int64_t>(work.size()) * per_tile;
-  if (items == 0) return;
+  const int64_t tiles = static_cast<int64_t>(work.size()) * per_tile;
+  if (tiles == 0) return;
+  // Split-KV where there are fewer tiles than threads (a long decode of one sequence, few KV
+  // heads): each tile's keys in parts of at least kMinPartKeys, merged after (merge_splits).
+  Splits parts;
+  if (tiles < team && max_parts >= 2) {
+    parts.count = static_cast<int>(std::min<int64_t>((team + tiles - 1) / tiles, max_parts));
+    parts.B = p.B, parts.Hq = p.Hq, parts.Nq = p.Nq, parts.Dv = p.Dv;
+    parts.o.resize(static_cast<size_t>(parts.count * p.B * p.Hq * p.Nq * p.Dv));
+    parts.lse.resize(static_cast<size_t>(parts.count * p.B * p.Hq * p.Nq));
+  }
+  Splits* split = parts.count > 1 ? &parts : nullptr;
+  const int64_t items = tiles * parts.count;
   // Scratch for every thread, allocated up front so a failure throws here, not inside the team.
   const int threads = static_cast<int>(std::clamp<int64_t>(omp_get_max_threads(), 1, items));
   std::vector<std::unique_ptr<Workspace>> scratch;
@@ -502,10 +578,12 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
     Workspace& w = *scratch[static_cast<size_t>(omp_get_thread_num())];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; ++it) {
-      const Work& job = work[static_cast<size_t>(it / per_tile)];
-      tile(p, w, job.b, (it % per_tile) * heads, heads, job.tile);
+      const int64_t t = it / parts.count;
+      const Work& job = work[static_cast<size_t>(t / per_tile)];
+      tile(p, w, job.b, (t % per_tile) * heads, heads, job.tile, split, static_cast<int>(it % parts.count));
     }
   }
+  if (split) merge_splits(p, parts, work);
 }
 
 // ---- The specialization table ---------------------------------------------------------------
