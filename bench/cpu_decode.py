@@ -21,14 +21,13 @@ import argparse
 import datetime
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from cpu_bench import attnfuse_bench  # noqa: E402
 from cpu_vs_torch import git_commit, machine  # noqa: E402  (no torch needed for these two)
 
 PROGRAM = "softmax(causal(scaled_dot_product(Q, K))) @ V"
@@ -43,20 +42,8 @@ CASES = [
 
 
 def run_bench(cli, shape, threads, reps, check):
-    cmd = [cli, "bench", PROGRAM, "--shape", ",".join(map(str, shape)), "--dtype", "bf16", "--device", "cpu",
-           "--threads", str(threads), "--reps", str(reps)]
-    if not check:
-        cmd.append("--no-check")
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    text = out.stdout + out.stderr
-    if out.returncode != 0:
-        sys.exit(f"failed ({out.returncode}): {' '.join(cmd)}\n{text}")
-    if check and not re.search(r"check fused:\n.*\n\s*PASS", text):
-        sys.exit(f"the reference check did not run or pass: {' '.join(cmd)}\n{text}")
-    m = re.search(r"^\s*fused\s+([0-9.]+)", text, re.M)
-    if not m:
-        sys.exit(f"no timing in:\n{text}")
-    return float(m.group(1))
+    """Median ms of `attnfuse bench` on bf16 inputs (checked first when `check`)."""
+    return attnfuse_bench(cli, PROGRAM, shape, threads, reps, check, extra=["--dtype", "bf16"])[0]
 
 
 def main():

@@ -21,7 +21,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from cpu_bench import attnfuse_bench  # noqa: E402
 from cpu_vs_torch import git_commit, machine  # noqa: E402  (no torch needed for these two)
 
 LEVELS = ["avx512", "avx2", "baseline"]
@@ -44,24 +44,10 @@ CASES = [
 
 
 def bench(cli, level, program, shape, dtype, threads, reps, check):
-    """(median ms, GFLOP/s) of `attnfuse bench` at `level`; with check, fails unless it passed."""
-    cmd = [cli, "bench", program, "--shape", ",".join(map(str, shape)), "--dtype", dtype, "--device", "cpu",
-           "--threads", str(threads), "--reps", str(reps)]
-    if not check:
-        cmd.append("--no-check")
-    env = dict(os.environ, ATTNFUSE_CPU_ISA=level)
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    text = out.stdout + out.stderr
-    if out.returncode != 0:
-        sys.exit(f"failed ({out.returncode}): ATTNFUSE_CPU_ISA={level} {' '.join(cmd)}\n{text}")
-    if f"device cpu ({level})" not in text:
-        sys.exit(f"the call did not run at level {level}:\n{text}")
-    if check and not re.search(r"check fused:\n.*\n\s*PASS", text):
-        sys.exit(f"the reference check did not run or pass: {' '.join(cmd)}\n{text}")
-    m = re.search(r"^\s*fused\s+([0-9.]+)\s+[0-9.]+\s+\d+\s+([0-9.]+)", text, re.M)
-    if not m:
-        sys.exit(f"no timing in:\n{text}")
-    return float(m.group(1)), float(m.group(2))
+    """(median ms, GFLOP/s) of `attnfuse bench` at `level` (checked first when `check`)."""
+    ms, gflops, _ = attnfuse_bench(cli, program, shape, threads, reps, check, extra=["--dtype", dtype],
+                                   env=dict(os.environ, ATTNFUSE_CPU_ISA=level), expect=f"device cpu ({level})")
+    return ms, gflops
 
 
 CHECK_CELLS = 3.3e7  # `attnfuse bench` checks calls up to about this many cells

@@ -33,6 +33,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from cpu_bench import attnfuse_bench  # noqa: E402
 from cpu_vs_torch import git_commit, machine  # noqa: E402  (no torch needed for these two)
 
 GEOMETRIES = {
@@ -45,21 +46,8 @@ CHECK_ROWS = 2048
 
 
 def bench(cli, program, config, shape, threads, reps, check):
-    """Median ms of `attnfuse bench`; with check, fails unless the reference check passed."""
-    cmd = [cli, "bench", program, "--rope-config", config, "--shape", ",".join(map(str, shape)),
-           "--device", "cpu", "--threads", str(threads), "--reps", str(reps)]
-    if not check:
-        cmd.append("--no-check")
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    text = out.stdout + out.stderr
-    if out.returncode != 0:
-        sys.exit(f"failed ({out.returncode}): {' '.join(cmd)}\n{text}")
-    if check and not re.search(r"check fused:\n.*\n\s*PASS", text):
-        sys.exit(f"the reference check did not run or pass: {' '.join(cmd)}\n{text}")
-    m = re.search(r"^\s*fused\s+([0-9.]+)", text, re.M)
-    if not m:
-        sys.exit(f"no timing line in: {text}")
-    return float(m.group(1))
+    """Median ms of `attnfuse bench` with the config's RoPE (checked first when `check`)."""
+    return attnfuse_bench(cli, program, shape, threads, reps, check, extra=["--rope-config", config])[0]
 
 
 def ceiling(cli, config, k, n):
