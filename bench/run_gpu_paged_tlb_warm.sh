@@ -14,18 +14,22 @@
 #      compile without spills locally on 2026-12-05: NvrtcCompile.DecodeAndPagedVariantsCompileWithoutSpills);
 #   2. the paged suite, ours only, three interleaved rounds: the build's templates / patched.
 # CAP bounds the whole (default 580 s). Run it alone in a call: bash bench/run_gpu_paged_tlb_warm.sh
+# PATCH names another variant (thirty-sixth session: bench/experiments/paged_settled_tlb_warm_few_pages.patch,
+# the same warm only in blocks of fewer than 256 pages).
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
 CAP=${CAP:-580}
 K=$PWD/.devcarry/kwarm
 rm -rf "$K" && mkdir -p "$K" && cp src/codegen/cuda/kernels/*.cuh "$K/"
-patch -p5 -d "$K" < bench/experiments/paged_settled_tlb_warm.patch > "$W/patch.log" 2>&1 || { say "patch failed"; cat "$W/patch.log" >> "$D"; exit 1; }
+PATCH=${PATCH:-bench/experiments/paged_settled_tlb_warm.patch}
+say "patch: $PATCH"
+patch -p5 -d "$K" < "$PATCH" > "$W/patch.log" 2>&1 || { say "patch failed"; cat "$W/patch.log" >> "$D"; exit 1; }
 say "== 1. paged decode tests on the patched templates"
 ATTNFUSE_KERNEL_DIR=$K ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-kwarm gpu_tests paged 'CudaDecode.PagedSettled*:CudaDecode.PagedPageLists*' "$(left 300)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. paged: the build's templates / warmed pages, ours only, three rounds"
-OUT=$W/ab_paged QUICK=0 ROUNDS=3 SUITE=paged timeout "$(left 15)" bash bench/run_gpu_decode_ab.sh \
+OUT=$W/ab_paged QUICK=0 ROUNDS=3 SUITE=paged timeout "$(left 570)" bash bench/run_gpu_decode_ab.sh \
   cur=.devcarry warm=.devcarry+ATTNFUSE_KERNEL_DIR=$K > "$W/paged_ab.txt" 2>&1
 say "paged rc=$?"
 sed -E 's/ +/ /g' "$W/paged_ab.txt" >> "$D"

@@ -655,7 +655,7 @@ struct FwdKernel {
     // The computing warps copy the block's page ids (the producer warp points at them later).
     bool staged = false;
     if constexpr (KV::kPageList > 0)
-      if (!kProducer || threadIdx.x < kThreads) staged = KV::stage_page_list(p, w, KV::page_list(sV));
+      if (!kProducer || threadIdx.x < kThreads) staged = KV::stage_page_list(p, w, KV::page_list(sV), true, settled);
     if constexpr (kProducer) {
       if (threadIdx.x >= kThreads) {
         if constexpr (kWgmma) setmaxnreg_dec<kProducerRegs>();

@@ -45,8 +45,11 @@ struct KvCopy {
 
   // Copies the page ids of the block's key tiles into `list` and points w.pages at it, when they
   // fit; otherwise w keeps the global table. Returns whether it copied (uniform over the block):
-  // the caller then syncs before the first lookup.
-  static __device__ __forceinline__ bool stage_page_list(const FwdParams& p, W& w, int* list, bool copy = true) {
+  // the caller then syncs before the first lookup. warm: also ask L2 for the first line of the
+  // block's head in each page, K and V (a settled table stages its list before the grid
+  // dependency wait, so the pages' translations and first lines arrive while the block waits).
+  static __device__ __forceinline__ bool stage_page_list(const FwdParams& p, W& w, int* list, bool copy = true,
+                                                         bool warm = false) {
     if (w.it_begin >= w.it_end) return false;
     const int k_lo = w.tile(p, w.it_begin) * kBN;
     const int k_end = (w.tile(p, w.it_end - 1) + 1) * kBN;
@@ -55,8 +58,21 @@ struct KvCopy {
     w.page_pos(p, k_lo, s0, row);
     w.page_pos(p, (k_end < w.len_k ? k_end : w.len_k) - 1, s1, row);
     if (s1 - s0 >= kPageList) return false;
+    // Only blocks of few pages warm them: their prologue is a large share of their time (Llama-3-70B
+    // B1 / 32k over 16 splits: 128 pages of 16), while blocks of hundreds of pages (8B B8 / B32)
+    // lost 2% to the prefetches (bench/results/2026-12-05-h200-session36/call4/).
+    warm = warm && s1 - s0 < 256;
     if (copy)  // (the producer warp only points at the ids the computing warps copy)
-      for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) list[i] = ld_keep_in_l2(w.pages + s0 + i);
+      for (int i = threadIdx.x; i <= s1 - s0; i += kThreads) {
+        const int id = ld_keep_in_l2(w.pages + s0 + i);
+        list[i] = id;
+        if (warm) {
+          af_i64 ko, vo;
+          w.page_offsets(p, id, 0, ko, vo);
+          prefetch_l2(static_cast<const Element*>(p.k) + ko);
+          prefetch_l2(static_cast<const Element*>(p.v) + vo);
+        }
+      }
     w.pages = list - s0;  // slot s of the sequence at list[s - s0]
     return true;
   }

@@ -113,6 +113,10 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // level alone, and worth 0.0421 -> 0.0414 ms at Llama-3-70B B1 / 32k, pages of 16, once the
 // producer warp's first-tile rule (KvCopy::producer, kv_copy.cuh) put the staged page ids on the block
 // barrier's path (bench/results/2026-12-03-h200-session26/call2/).
+// Asks L2 for the line at `a` (and the TLB for its page): a hint, safe before the grid dependency
+// wait since L2 is where the grid ahead's stores land.
+__device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a)); }
+
 __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
   int v;
   unsigned long long policy;
