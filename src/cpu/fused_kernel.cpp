@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "attnfuse/merge_states.hpp"
 #include "cpu/fused_kernel.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/rope_apply.hpp"
@@ -63,10 +65,8 @@ struct Workspace {
   alignas(64) float alpha[kBQ];  // rescale of the running state by the current chunk
   alignas(64) float row[kBQ];    // one converted Q row piece
   // Per query column of the tile (a packed GQA tile holds several heads' rows, Tile::heads): the
-  // offset of its query from the tile's first query position, as int and float, and its head's
-  // ALiBi slope.
-  int colq[kBQ];
-  alignas(64) float colpos[kBQ];
+  // offset of its query from the tile's first query position, and its head's ALiBi slope.
+  alignas(64) int colq[kBQ];
   alignas(64) float colslope[kBQ];
 };
 
@@ -95,9 +95,8 @@ struct Tile {
   int rows;  // m rounded up to the PV micro-kernel's rows
   i128 pq_lo, pq_hi;  // positions of the first and last query, in the keys' frame (Δ = pq - key)
   int64_t origin;     // RoPE rotates key j at j - origin and query i at pq(i) - origin
-  // Per column (Workspace::colq / colpos / colslope): query offset from pq_lo, and ALiBi slope.
+  // Per column (Workspace::colq / colslope): query offset from pq_lo, and ALiBi slope.
   const int* colq;
-  const float* colpos;
   const float* colslope;
   const void* bias_rows;  // bias at (b', hq', i0, 0)
 };
@@ -131,10 +130,8 @@ std::vector<QueryTile> query_tiles(const KernelParams& p, const Documents* docs,
 }
 
 // Split-KV (flash decoding on the CPU): where a call has fewer tiles than threads, each tile's
-// key range is cut into `splits` parts run as separate items. Each part writes its rows'
-// normalized fp32 O and LSE here; merge_splits() then combines them by log-sum-exp weights
-// (exp(LSE_s) is the part's normalizer under either norm: Σ exp(s - m) for softmax, the kept-key
-// count for relu_attention, so one rule merges both).
+// key range is cut into `count` parts run as separate items. Each part writes its rows'
+// normalized fp32 O and LSE here, and merge_splits() combines them.
 struct Splits {
   int count = 1;
   int64_t B = 0, Hq = 0, Nq = 0, Dv = 0;
@@ -142,44 +139,28 @@ struct Splits {
   int64_t row(int s, int64_t b, int64_t h, int64_t i) const { return ((s * B + b) * Hq + h) * Nq + i; }
 };
 
-// One query tile of one batch entry: run() hands out (Work, query heads[, key part]) items.
-struct Work {
-  int64_t b;
-  QueryTile tile;
-};
-
-// The rows of every work item, each merged from its key parts: O = Σ w_s O_s / Σ w_s and
-// LSE = max + log Σ w_s, w_s = exp(LSE_s - max). Parts that kept nothing (LSE -inf) weigh 0; a row
-// no part kept anything of gets O = 0 and LSE = -inf, as unsplit.
-void merge_splits(const KernelParams& p, const Splits& parts, const std::vector<Work>& work) {
-  const int64_t n = static_cast<int64_t>(work.size()) * p.Hq;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t it = 0; it < n; ++it) {
-    const Work& job = work[static_cast<size_t>(it / p.Hq)];
-    const int64_t b = job.b, h = it % p.Hq;
-    std::vector<float> acc(static_cast<size_t>(p.Dv));
-    for (int64_t i = job.tile.i0; i < job.tile.i0 + job.tile.m; ++i) {
-      float mx = kNegInf;
-      for (int s = 0; s < parts.count; ++s) mx = std::max(mx, parts.lse[static_cast<size_t>(parts.row(s, b, h, i))]);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      float total = 0.0f;
-      if (mx != kNegInf) {
-        for (int s = 0; s < parts.count; ++s) {
-          const int64_t r = parts.row(s, b, h, i);
-          const float wt = std::exp(parts.lse[static_cast<size_t>(r)] - mx);
-          if (wt == 0.0f) continue;
-          total += wt;
-          const float* o = parts.o.data() + r * p.Dv;
-          for (int64_t x = 0; x < p.Dv; ++x) acc[static_cast<size_t>(x)] += wt * o[x];
-        }
-        for (float& x : acc) x /= total;
-      }
-      store_row(p.out, p.dtype, b * p.out_strides[0] + h * p.out_strides[1] + i * p.out_strides[2], p.Dv, acc.data());
-      if (p.lse)
-        p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + i * p.lse_strides[2]] =
-            mx == kNegInf ? kNegInf : mx + std::log(total);
-    }
+// The parts merged into the call's O (and LSE) by merge_states (every row of the call belongs to
+// some tile, so every part has written every row). Its log-sum-exp rule merges relu_attention's
+// parts too: their LSE is the log of the kept-key count, so the weights e^{LSE_s} are the parts'
+// normalizers there as they are for softmax.
+void merge_splits(const KernelParams& p, Splits& parts) {
+  const std::array<int64_t, 4> shape = {p.B, p.Hq, p.Nq, p.Dv};
+  const int64_t rows = p.B * p.Hq * p.Nq;
+  std::vector<AttentionState> states;
+  for (int s = 0; s < parts.count; ++s)
+    states.push_back({TensorView::contiguous(parts.o.data() + s * rows * p.Dv, DType::F32, shape),
+                      LseView::contiguous(parts.lse.data() + s * rows, {p.B, p.Hq, p.Nq})});
+  AttentionState out;
+  out.o.data = p.out, out.o.dtype = p.dtype, out.o.shape = shape;
+  out.o.strides = {p.out_strides[0], p.out_strides[1], p.out_strides[2], 1};
+  std::vector<float> no_lse;  // the merge writes an LSE; the call asked for none
+  if (p.lse) {
+    out.lse.data = p.lse, out.lse.shape = {p.B, p.Hq, p.Nq}, out.lse.strides = p.lse_strides;
+  } else {
+    no_lse.resize(static_cast<size_t>(rows));
+    out.lse = LseView::contiguous(no_lse.data(), {p.B, p.Hq, p.Nq});
   }
+  merge_states(states, out);
 }
 
 // How a key chunk is masked: nothing to check, or per-element (positions and/or a bitmap).
@@ -218,10 +199,10 @@ struct Kernel {
       constexpr auto kind = static_cast<ModifierKind>(kChain % 4 - 1);
       if constexpr (kind == ModifierKind::Alibi) {
         for (int j = 0; j < n; ++j) {
-          // delta of column i = (pq_lo - key) + colpos[i], exact in float below 2^24
+          // delta of column i = (pq_lo - key) + colq[i], exact in float below 2^24
           const float base = static_cast<float>(static_cast<double>(t.pq_lo - (a + j)));
           float* s = st + j * kBQ;
-          for (int i = 0; i < t.mpad; ++i) s[i] -= t.colslope[i] * std::fabs(base + t.colpos[i]);
+          for (int i = 0; i < t.mpad; ++i) s[i] -= t.colslope[i] * std::fabs(base + static_cast<float>(t.colq[i]));
         }
       } else if constexpr (kind == ModifierKind::AdditiveBias) {
         add_bias(p, t, a, n, st);
@@ -393,10 +374,9 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
   for (int i = 0; i < t.mpad; ++i) {
     const int g = std::min(i / mq, heads - 1);
     w.colq[i] = i - g * mq;
-    w.colpos[i] = static_cast<float>(w.colq[i]);
     w.colslope[i] = p.alibi_slopes ? p.alibi_slopes[hq + g] : 0.0f;
   }
-  t.colq = w.colq, t.colpos = w.colpos, t.colslope = w.colslope;
+  t.colq = w.colq, t.colslope = w.colslope;
   t.bias_rows = nullptr;
   if (p.bias) {
     const int64_t off = b * p.bias_strides[0] + hq * p.bias_strides[1] + i0 * p.bias_strides[2];
@@ -511,6 +491,10 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
   // The work: (batch entry, query tile) pairs, each run for every query head. Latest query tiles
   // first: under causal masks they see the most keys, and handing out the big items first
   // balances the dynamic schedule.
+  struct Work {
+    int64_t b;
+    QueryTile tile;
+  };
   std::vector<Work> work;
   if (p.document_rows > 1 || p.kv_len) {  // per-batch documents or lengths: each entry its own tiles
     for (int64_t b = 0; b < p.B; ++b) {
@@ -570,7 +554,7 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
   Splits* split = parts.count > 1 ? &parts : nullptr;
   const int64_t items = tiles * parts.count;
   // Scratch for every thread, allocated up front so a failure throws here, not inside the team.
-  const int threads = static_cast<int>(std::clamp<int64_t>(omp_get_max_threads(), 1, items));
+  const int threads = static_cast<int>(std::clamp<int64_t>(team, 1, items));
   std::vector<std::unique_ptr<Workspace>> scratch;
   for (int i = 0; i < threads; ++i) scratch.push_back(std::make_unique<Workspace>(p));
 #pragma omp parallel num_threads(threads)
@@ -583,7 +567,7 @@ void Kernel<kNorm, kMods, kMasked>::run(const KernelParams& p) {
       tile(p, w, job.b, (t % per_tile) * heads, heads, job.tile, split, static_cast<int>(it % parts.count));
     }
   }
-  if (split) merge_splits(p, parts, work);
+  if (split) merge_splits(p, parts);
 }
 
 // ---- The specialization table ---------------------------------------------------------------

@@ -55,6 +55,19 @@ constexpr float c1 = float(kLn2), c2 = float(kLn2 * kLn2 / 2), c3 = float(kLn2 *
                 c6 = float(kLn2 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2 / 720),
                 c7 = float(kLn2 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2 / 5040);
 
+// 2^f for |f| <= 1/2: the Taylor polynomial above by Horner, for float or a vector of floats.
+template <class F>
+inline F exp2_taylor(F f) {
+  F p = F{} + c7;
+  p = p * f + c6;
+  p = p * f + c5;
+  p = p * f + c4;
+  p = p * f + c3;
+  p = p * f + c2;
+  p = p * f + c1;
+  return p * f + 1.0f;
+}
+
 // 2^x in float, accurate to ~2 ulp for -126 <= x < 127.5 (softmax only uses x <= 0). Returns
 // exactly 0 below 2^-126 (masked scores are -inf), +inf from x >= 127.5 on, NaN for NaN.
 // Degree-7 Taylor polynomial of 2^f on |f| <= 1/2 (truncation 5e-9 relative), scaled by 2^n
@@ -63,25 +76,13 @@ inline float exp2(float x) {
   // NaN fails both comparisons and flows through unchanged.
   const float xc = x < -126.0f ? -126.0f : (x > 128.0f ? 128.0f : x);
   const float n = std::nearbyint(xc);
-  const float f = xc - n;
-  float p = c7;
-  p = p * f + c6;
-  p = p * f + c5;
-  p = p * f + c4;
-  p = p * f + c3;
-  p = p * f + c2;
-  p = p * f + c1;
-  p = p * f + 1.0f;
+  const float p = exp2_taylor(xc - n);
   const int32_t ni = static_cast<int32_t>(n == n ? n : 0.0f);  // NaN -> f is NaN anyway
   const float two_n = std::bit_cast<float>(static_cast<uint32_t>(ni + 127) << 23);
   const float r = p * two_n;
   return x < -126.0f ? 0.0f : r;
 }
 
-// 2^x for x <= 0 (softmax's exponents: s - max), the same polynomial with fewer operations, for
-// float or a GCC vector of floats: the round-to-integer is the 1.5 * 2^23 trick (the low bits of
-// the sum are n), and x < -126.5 gives 2^-127 built as the bit pattern 0, i.e. exactly 0 (so
-// -inf -> 0). NaN in -> NaN out. Results for x > 0.5 are not defined.
 // The unsigned integers of F's size, lane for lane.
 template <class F>
 struct BitsOf {
@@ -92,21 +93,17 @@ struct BitsOf<float> {
   using type = uint32_t;
 };
 
+// 2^x for x <= 0 (softmax's exponents: s - max), the same polynomial with fewer operations, for
+// float or a GCC vector of floats: the round-to-integer is the 1.5 * 2^23 trick (the low bits of
+// the sum are n), and x < -126.5 gives 2^-127 built as the bit pattern 0, i.e. exactly 0 (so
+// -inf -> 0). NaN in -> NaN out. Results for x > 0.5 are not defined.
 template <class F>
 inline F exp2_nonpositive(F x) {
   using U = typename BitsOf<F>::type;
   const F lo = F{} + -127.0f, round = F{} + 0x1.8p23f;
   const F xc = x < lo ? lo : x;
   const F t = xc + round;  // bits: 0x4b400000 + n
-  const F f = xc - (t - round);
-  F p = F{} + c7;
-  p = p * f + c6;
-  p = p * f + c5;
-  p = p * f + c4;
-  p = p * f + c3;
-  p = p * f + c2;
-  p = p * f + c1;
-  p = p * f + 1.0f;
+  const F p = exp2_taylor(xc - (t - round));
   // (0x4b400000 + n + 127) << 23 keeps only (n + 127) << 23: 2^n, and 0 for n = -127.
   const F two_n = std::bit_cast<F>(static_cast<U>((std::bit_cast<U>(t) + 127u) << 23));
   return p * two_n;
