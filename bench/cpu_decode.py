@@ -35,7 +35,10 @@ PROGRAM = "softmax(causal(scaled_dot_product(Q, K))) @ V"
 CASES = [
     ("llama3-8b B1 32k", 1, 32, 8, 1, 32768, 128),
     ("llama3-8b B8 16k", 8, 32, 8, 1, 16384, 128),
+    ("llama3-8b B1 32k, 2 drafts", 1, 32, 8, 2, 32768, 128),
     ("llama3-8b B1 32k, 4 drafts", 1, 32, 8, 4, 32768, 128),
+    ("llama3-70b B1 16k", 1, 64, 8, 1, 16384, 128),
+    ("llama3-70b B1 16k, 2 drafts", 1, 64, 8, 2, 16384, 128),
     ("gemma-2b B1 32k", 1, 8, 1, 1, 32768, 256),
     ("gemma-2b B4 8k", 4, 8, 1, 1, 8192, 256),
 ]

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "cpu/fused_kernel.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/rope_apply.hpp"
+#include "cpu/qk_rows.hpp"
 #include "cpu/simd.hpp"
 
 namespace attnfuse::cpu::ATTNFUSE_CPU_ISA_NS {
@@ -41,7 +43,8 @@ struct Workspace {
         st(alloc_floats(int64_t{kBK} * kBQ)),
         o(alloc_floats(kBQ * dvp)),
         kbuf(p.dtype == DType::F32 && !p.rope ? nullptr : alloc_floats(kBK * p.D)),
-        vbuf(p.dtype == DType::F32 && p.Dv == dvp ? nullptr : alloc_floats(kBK * dvp)) {
+        vbuf(p.dtype == DType::F32 && p.Dv == dvp ? nullptr : alloc_floats(kBK * dvp)),
+        qrow(p.D % kNativeLanes == 0 ? alloc_floats(kQkRowsMax * p.D) : nullptr) {
     if (vbuf) std::fill(vbuf.get(), vbuf.get() + kBK * dvp, 0.0f);  // the Dv..dvp tail stays 0
     if (p.rope) {
       rc.resize(static_cast<size_t>(p.rope->half));
@@ -54,6 +57,11 @@ struct Workspace {
   AlignedFloats o;     // [kBQ][dvp] unnormalized output rows
   AlignedFloats kbuf;  // [kBK][D]   fp32 copy of a K chunk (16-bit, or rotated for RoPE)
   AlignedFloats vbuf;  // [kBK][dvp] fp32 copy of a V chunk (16-bit, or Dv not whole vectors)
+  // Tiles of few rows (qk_few_rows, where D is whole vectors): Q row-major, [qk_rows_block(m)][D],
+  // and the chunk's K rows as stored (or the fp32 copies where RoPE rotates them).
+  AlignedFloats qrow;
+  const void* kraw[kBK];
+  const void* vraw[kBK];  // a chunk's 16-bit V rows as stored (P V widens them itself)
   // RoPE: angles of one position; rope_window: the chunk's kept dims and boundary pairs.
   std::vector<float> rc, rs;
   WindowSplit split;
@@ -265,6 +273,24 @@ struct Kernel {
     }
   }
 
+  // Does the tile take the few-rows product (qk_rows.hpp)? Where D is whole vectors and a packed
+  // tile of the call would hold at most kQkRowsMax rows (its query positions times the GQA group:
+  // decoding, or two drafts at group 4). Judged on the group, not the tile's own rows, so a
+  // packed tile and the same rows run per head take the same product and give the same bits.
+  // (With 16 rows the blocked product's lanes are full and it is the faster one: Llama-3-70B
+  // heads, two queries, 17.8 against 16.9 ms on one thread of the build machine.)
+  static bool few_rows(const KernelParams& p, const Tile& t) {
+    return int64_t{t.mq} * (p.Hq / p.Hkv) <= kQkRowsMax && p.D % kNativeLanes == 0;
+  }
+  // S^T of the chunk by the few-rows product over K rows of type kt; its padding columns zeroed
+  // (the product writes qk_rows_block(m) of them; the rest must stay finite, as the blocked
+  // product leaves them).
+  static void scores_few_rows(const KernelParams& p, Workspace& w, const Tile& t, DType kt, int n, float* st) {
+    qk_few_rows(t.m, kt, w.qrow.get(), w.kraw, n, p.D, st);
+    const int r = qk_rows_block(t.m);
+    for (int j = 0; j < n; ++j) std::fill(st + j * kBQ + r, st + j * kBQ + t.mpad, 0.0f);
+  }
+
   // One key chunk [a, a+n): scores, modifiers, masks, online normalization, P V.
   static void chunk(const KernelParams& p, Workspace& w, const Tile& t, int64_t a, int n,
                     const ChunkMask& cm) {
@@ -286,9 +312,18 @@ struct Kernel {
     if (windowed) split_window(*p.rope, p.D, delta0 - (n - 1), delta0 + (t.mq - 1), w.split);
     const bool pruned = windowed && !w.split.all;
     const int first_pair = pruned ? w.split.first_pair : 0;
+    // Few rows: K rows read as stored by the product (unless RoPE rotates a copy).
+    const bool few = few_rows(p, t) && !pruned, raw = few && !p.rope;
+    // 16-bit V rows of whole vectors are read as stored by the P V product where it reads them
+    // once (the tile's rows fit one block of its rows; with more, each block would widen them
+    // again: Llama-3-8B heads with 4 drafts ran 7% slower so), unless the chunk needs the
+    // zero-weight scan below (its fp32 copy is made there). Both give the same bits.
+    const bool raw_v = p.dtype != DType::F32 && p.Dv == w.dvp && t.rows <= kPvRows;
     for (int j = 0; j < n; ++j) {
       const int64_t kj = row_offset(p.k_strides, kofs, a + j);
-      if (w.kbuf) {
+      if (raw) {
+        w.kraw[j] = static_cast<const char*>(p.k) + kj * dtype_size(p.dtype);
+      } else if (w.kbuf) {
         float* kr = w.kbuf.get() + j * p.D;
         // Copied whole (a bulk copy of the row beats a fused read-rotate-write, measured), then
         // rotated in place: only the pairs some cell of the chunk reads.
@@ -298,8 +333,11 @@ struct Kernel {
       } else {
         w.krow[j] = static_cast<const float*>(p.k) + kj;
       }
+      if (few && !raw) w.kraw[j] = w.krow[j];
       const int64_t vj = row_offset(p.v_strides, vofs, a + j);
-      if (w.vbuf) {
+      if (raw_v) {
+        w.vraw[j] = static_cast<const char*>(p.v) + vj * dtype_size(p.dtype);
+      } else if (w.vbuf) {
         load_row(p.v, p.dtype, vj, p.Dv, w.vbuf.get() + j * w.dvp);
         w.vrow[j] = w.vbuf.get() + j * w.dvp;
       } else {
@@ -310,6 +348,8 @@ struct Kernel {
     if (pruned)
       windowed_scores(*p.rope, w.split, w.qt.get(), w.kbuf.get(), p.D, n, delta0, t.qv, t.mpad,
                       t.heads > 1 ? t.mq : t.mpad, w.krow, st);
+    else if (few)
+      scores_few_rows(p, w, t, raw ? p.dtype : DType::F32, n, st);
     else
       qk(t.qv, w.krow, n, w.qt.get(), p.D, st);
     modify<kMods>(p, t, a, n, st);
@@ -335,10 +375,21 @@ struct Kernel {
     // boundary chunk, -inf biases, relu's negative scores. Only then is V scanned.
     constexpr bool kZeroWeights =
         kNorm == NormKind::ReluAttention || chain_has(kMods, ModifierKind::AdditiveBias);
-    if ((checked || kZeroWeights) && !finite_rows(w.vrow, n, p.Dv))
-      pv_skipping_zeros(st, w.vrow, n, t.m, p.Dv, w.dvp, w.o.get());
-    else
+    if (checked || kZeroWeights) {
+      if (raw_v)
+        for (int j = 0; j < n; ++j) {
+          load_row(w.vraw[j], p.dtype, 0, p.Dv, w.vbuf.get() + j * w.dvp);
+          w.vrow[j] = w.vbuf.get() + j * w.dvp;
+        }
+      if (!finite_rows(w.vrow, n, p.Dv))
+        pv_skipping_zeros(st, w.vrow, n, t.m, p.Dv, w.dvp, w.o.get());
+      else
+        pv(st, w.vrow, n, t.rows, w.dvp, w.o.get());
+    } else if (raw_v) {
+      pv_stored(p.dtype, st, w.vraw, n, t.rows, w.dvp, w.o.get());
+    } else {
       pv(st, w.vrow, n, t.rows, w.dvp, w.o.get());
+    }
   }
 
   // Online softmax of the chunk (P^T in place), then O rescaled to the new running max.
@@ -410,6 +461,11 @@ void Kernel<kNorm, kMods, kMasked>::tile(const KernelParams& p, Workspace& w, in
                      w.rs.data());
       p.rope->rotate(w.rc.data(), w.rs.data(), qt + i, kBQ);
     }
+  }
+  if (few_rows(p, t)) {  // qt's columns from m on are zero, so are these rows
+    assert(m <= kQkRowsMax);  // a packed tile holds one group's heads
+    for (int i = 0; i < qk_rows_block(m); ++i)
+      for (int64_t d = 0; d < p.D; ++d) w.qrow[i * p.D + d] = qt[d * kBQ + i];
   }
   for (int i = 0; i < kBQ; ++i) w.m[i] = kNegInf, w.l[i] = 0.0f, w.cnt[i] = 0.0f;
   std::fill(w.o.get(), w.o.get() + int64_t{t.rows} * w.dvp, 0.0f);

@@ -191,6 +191,32 @@ inline void pin(NVec& v) {
 #endif
 }
 
+typedef uint16_t NHalf __attribute__((vector_size(2 * kNativeLanes)));
+typedef uint32_t NBits __attribute__((vector_size(4 * kNativeLanes)));
+
+// kNativeLanes elements of a K or V row stored as T, from element d, as fp32 (bf16 and fp16
+// exactly as load_row converts them): 16-bit rows are widened in registers by the products
+// (qk_rows.hpp, pv_micro) instead of converted into an fp32 copy first.
+template <DType T>
+inline NVec load_k(const void* row, int64_t d) {
+  if constexpr (T == DType::F32) {
+    return load_u(static_cast<const float*>(row) + d);
+  } else {
+    NHalf h;
+    std::memcpy(&h, static_cast<const uint16_t*>(row) + d, sizeof h);
+    const NBits x = __builtin_convertvector(h, NBits);
+    if constexpr (T == DType::BF16) {
+      return std::bit_cast<NVec>(x << 16);
+    } else {  // fastmath::half_to_float, lane by lane
+      const NBits em = x & 0x7fffu;
+      const NVec finite = std::bit_cast<NVec>(em << 13) * 0x1p112f;
+      const NBits special = 0x7f800000u | ((em & 0x3ffu) << 13);
+      const NBits bits = (em >= 0x7c00u ? special : std::bit_cast<NBits>(finite)) | ((x & 0x8000u) << 16);
+      return std::bit_cast<NVec>(bits);
+    }
+  }
+}
+
 // A micro-kernel's R x NC accumulator block: loaded from / stored to rows of stride ld.
 template <int R, int NC>
 inline void load_block(NVec (&acc)[R][NC], const float* src, int64_t ld) {
@@ -277,18 +303,18 @@ inline void qk(int qv, const float* const* krow, int n, const float* qt, int64_t
 
 // O[i0 + r][c0 .. c0 + 16*NV) += sum_j P^T[j][i0 + r] * V[j][c0 ..] for RI query rows: P
 // broadcast, V rows read contiguously in place (no transpose), the j reduction innermost.
-template <int RI, int NV>
-inline void pv_micro(const float* __restrict pt, const float* const* vrow, int64_t c0, int n,
-                     float* __restrict o, int64_t ldo) {
+// V rows stored as T (Row: const float* for fp32, else const void*), widened on load.
+template <int RI, int NV, DType T = DType::F32, class Row = const float*>
+inline void pv_micro(const float* __restrict pt, const Row* vrow, int64_t c0, int n, float* __restrict o,
+                     int64_t ldo) {
   constexpr int NC = NV * kSub;
   NVec acc[RI][NC];
   load_block(acc, o, ldo);
   for (int j = 0; j < n; ++j) {
-    const float* vj = vrow[j] + c0;
     NVec vv[NC];
 #pragma GCC unroll 16
     for (int c = 0; c < NC; ++c) {
-      vv[c] = load_u(vj + c * kNativeLanes);
+      vv[c] = load_k<T>(vrow[j], c0 + c * kNativeLanes);
       pin(vv[c]);  // one load, shared by the RI rows
     }
     float w[RI];
@@ -299,18 +325,25 @@ inline void pv_micro(const float* __restrict pt, const float* const* vrow, int64
   store_block(acc, o, ldo);
 }
 
-// O[0 .. rows) += P V over n keys; rows is a multiple of kPvRows, dvp of 16.
-inline void pv(const float* pt, const float* const* vrow, int n, int rows, int64_t dvp, float* o) {
+// O[0 .. rows) += P V over n keys; rows is a multiple of kPvRows, dvp of 16 (V rows stored as T
+// hold dvp elements).
+template <DType T = DType::F32, class Row = const float*>
+inline void pv(const float* pt, const Row* vrow, int n, int rows, int64_t dvp, float* o) {
   for (int i = 0; i < rows; i += kPvRows)
     for (int64_t c0 = 0; c0 < dvp; c0 += kPvCols * kLanes) {
       float* oi = o + i * dvp + c0;
       switch (std::min<int64_t>(kPvCols, (dvp - c0) / kLanes)) {
-        case 1: pv_micro<kPvRows, 1>(pt + i, vrow, c0, n, oi, dvp); break;
-        case 2: pv_micro<kPvRows, 2>(pt + i, vrow, c0, n, oi, dvp); break;
-        case 3: pv_micro<kPvRows, 3>(pt + i, vrow, c0, n, oi, dvp); break;
-        default: pv_micro<kPvRows, kPvCols>(pt + i, vrow, c0, n, oi, dvp); break;
+        case 1: pv_micro<kPvRows, 1, T>(pt + i, vrow, c0, n, oi, dvp); break;
+        case 2: pv_micro<kPvRows, 2, T>(pt + i, vrow, c0, n, oi, dvp); break;
+        case 3: pv_micro<kPvRows, 3, T>(pt + i, vrow, c0, n, oi, dvp); break;
+        default: pv_micro<kPvRows, kPvCols, T>(pt + i, vrow, c0, n, oi, dvp); break;
       }
     }
+}
+// The same over 16-bit V rows as stored (whole vectors: dvp == Dv).
+inline void pv_stored(DType t, const float* pt, const void* const* vrow, int n, int rows, int64_t dvp, float* o) {
+  if (t == DType::BF16) pv<DType::BF16>(pt, vrow, n, rows, dvp, o);
+  else pv<DType::F16>(pt, vrow, n, rows, dvp, o);
 }
 
 // Are all n rows of V finite (over Dv)? An all-ones exponent marks NaN/Inf; an integer OR

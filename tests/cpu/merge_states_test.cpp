@@ -74,6 +74,26 @@ std::vector<Part> run_parts(const KernelSpec& spec, const AttentionCase& c, cons
 
 AttentionState whole(const AttentionCase& c) { return {c.out.view(), c.lse->view()}; }
 
+// What storing partial results in a 16-bit dtype adds to a merge's error: each stored value is
+// rounded once (by at most the type's unit roundoff times the largest partial output), and a
+// merge is a convex combination of its partials, so `stores` roundings along the way add at most
+// that many. With a small naive error the whole-problem bound alone can be tighter than one
+// rounding of a 16-bit partial (seed 8223254914070739819 failed it at fp16: 0.00162 against
+// 0.00129, fp16's unit roundoff at 2.3 being 0.0011). fp32 partials add nothing.
+double partials_rounding(const std::vector<Part>& parts, DType t, int stores) {
+  if (t == DType::F32) return 0.0;
+  double largest = 0.0;
+  for (const Part& p : parts) {
+    const auto& s = p.o.shape();
+    for (int64_t b = 0; b < s[0]; ++b)
+      for (int64_t h = 0; h < s[1]; ++h)
+        for (int64_t i = 0; i < s[2]; ++i)
+          for (int64_t d = 0; d < s[3]; ++d)
+            if (const double v = std::abs(double(p.o.get(b, h, i, d))); std::isfinite(v)) largest = std::max(largest, v);
+  }
+  return stores * (t == DType::F16 ? 0x1p-11 : 0x1p-8) * largest;
+}
+
 std::vector<KernelSpec> specs() {
   ScalarArgs s;
   s.window = 50;
@@ -97,7 +117,8 @@ TEST(MergeStates, TwoDisjointKeyRangesMatchTheWholeProblem) {
         AttentionCase c(shape, opt, rng());
         const std::vector<Part> p = run_parts(spec, c, random_cuts(shape.Nk, 2, rng));
         merge_states(p[0].state(), p[1].state(), whole(c));
-        expect_matches_reference(spec, c.args());
+        const LseView lse = c.lse->view();
+        EXPECT_TRUE(matches_reference(spec, c.args(), c.out.view(), &lse, partials_rounding(p, t, 1)));
       }
 }
 
@@ -116,11 +137,14 @@ TEST(MergeStates, FiveRangesNWayAndOneAtATime) {
       std::vector<AttentionState> states;
       for (const Part& part : p) states.push_back(part.state());
       merge_states(states, whole(c));
-      expect_matches_reference(spec, c.args());
+      const LseView lse = c.lse->view();
+      EXPECT_TRUE(matches_reference(spec, c.args(), c.out.view(), &lse, partials_rounding(p, t, 1)));
 
-      // The split-KV combine written as a running accumulation into the first partial.
+      // The split-KV combine written as a running accumulation into the first partial (each
+      // step stores into it once more).
+      const double slack = partials_rounding(p, t, static_cast<int>(p.size()));
       for (size_t k = 1; k < p.size(); ++k) merge_state_in_place(p[0].state(), p[k].state());
-      EXPECT_TRUE(matches_reference(spec, c.args(), p[0].o.view(), &p[0].lse.view()));
+      EXPECT_TRUE(matches_reference(spec, c.args(), p[0].o.view(), &p[0].lse.view(), slack));
     }
 }
 
