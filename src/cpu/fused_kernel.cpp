@@ -58,7 +58,7 @@ struct Workspace {
   AlignedFloats kbuf;  // [kBK][D]   fp32 copy of a K chunk (16-bit, or rotated for RoPE)
   AlignedFloats vbuf;  // [kBK][dvp] fp32 copy of a V chunk (16-bit, or Dv not whole vectors)
   // Tiles of few rows (qk_few_rows, where D is whole vectors): Q row-major, [qk_rows_block(m)][D],
-  // and the chunk's K rows as stored (or the fp32 copies where RoPE rotates them).
+  // and the chunk's K rows as stored (where RoPE rotates K, the product reads krow's copies).
   AlignedFloats qrow;
   const void* kraw[kBK];
   const void* vraw[kBK];  // a chunk's 16-bit V rows as stored (P V widens them itself)
@@ -282,11 +282,12 @@ struct Kernel {
   static bool few_rows(const KernelParams& p, const Tile& t) {
     return int64_t{t.mq} * (p.Hq / p.Hkv) <= kQkRowsMax && p.D % kNativeLanes == 0;
   }
-  // S^T of the chunk by the few-rows product over K rows of type kt; its padding columns zeroed
-  // (the product writes qk_rows_block(m) of them; the rest must stay finite, as the blocked
-  // product leaves them).
-  static void scores_few_rows(const KernelParams& p, Workspace& w, const Tile& t, DType kt, int n, float* st) {
-    qk_few_rows(t.m, kt, w.qrow.get(), w.kraw, n, p.D, st);
+  // S^T of the chunk by the few-rows product, over K as stored (raw: w.kraw) or over its rotated
+  // fp32 copies (w.krow); its padding columns zeroed (the product writes qk_rows_block(m) of
+  // them; the rest must stay finite, as the blocked product leaves them).
+  static void scores_few_rows(const KernelParams& p, Workspace& w, const Tile& t, bool raw, int n, float* st) {
+    if (raw) qk_few_rows(t.m, p.dtype, w.qrow.get(), w.kraw, n, p.D, st);
+    else qk_few_rows(t.m, w.qrow.get(), w.krow, n, p.D, st);
     const int r = qk_rows_block(t.m);
     for (int j = 0; j < n; ++j) std::fill(st + j * kBQ + r, st + j * kBQ + t.mpad, 0.0f);
   }
@@ -333,7 +334,6 @@ struct Kernel {
       } else {
         w.krow[j] = static_cast<const float*>(p.k) + kj;
       }
-      if (few && !raw) w.kraw[j] = w.krow[j];
       const int64_t vj = row_offset(p.v_strides, vofs, a + j);
       if (raw_v) {
         w.vraw[j] = static_cast<const char*>(p.v) + vj * dtype_size(p.dtype);
@@ -349,7 +349,7 @@ struct Kernel {
       windowed_scores(*p.rope, w.split, w.qt.get(), w.kbuf.get(), p.D, n, delta0, t.qv, t.mpad,
                       t.heads > 1 ? t.mq : t.mpad, w.krow, st);
     else if (few)
-      scores_few_rows(p, w, t, raw ? p.dtype : DType::F32, n, st);
+      scores_few_rows(p, w, t, raw, n, st);
     else
       qk(t.qv, w.krow, n, w.qt.get(), p.D, st);
     modify<kMods>(p, t, a, n, st);

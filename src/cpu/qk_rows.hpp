@@ -58,11 +58,10 @@ constexpr std::array<int, kQkSums> reduced_order() {
 }
 
 // S^T[k][r] (row stride kStride) = sum_d K[k][d] * Q[r][d] for R query rows (row-major, stride D,
-// scaled) and kQkSums / R keys, of which the first `valid` are stored. D is a multiple of
-// kNativeLanes.
-template <int R, DType T>
-inline void qk_rows_micro(const float* __restrict q, const void* const* krow, int64_t D, int valid,
-                          float* __restrict st) {
+// scaled) and kQkSums / R keys stored as T (Row: const float* for fp32 rows, else const void*), of
+// which the first `valid` are stored. D is a multiple of kNativeLanes.
+template <int R, DType T, class Row>
+inline void qk_rows_micro(const float* __restrict q, const Row* krow, int64_t D, int valid, float* __restrict st) {
   constexpr int KB = kQkSums / R;
   // The query rows stay in registers where they fit beside the sums and a K vector (else GCC
   // reads them as memory operands of the FMAs).
@@ -95,13 +94,13 @@ inline void qk_rows_micro(const float* __restrict q, const void* const* krow, in
 
 // S^T[j][0 .. R) for the n keys of a chunk (rows beyond R are not written); krow: the K rows in
 // their stored type T.
-template <int R, DType T>
-inline void qk_rows(const float* q, const void* const* krow, int n, int64_t D, float* st) {
+template <int R, DType T, class Row>
+inline void qk_rows(const float* q, const Row* krow, int n, int64_t D, float* st) {
   constexpr int KB = kQkSums / R;
   int j = 0;
   for (; j + KB <= n; j += KB) qk_rows_micro<R, T>(q, krow + j, D, KB, st + j * kStride);
   if (j < n) {  // the last keys, with the last row standing in for the missing ones
-    const void* tail[KB];
+    Row tail[KB];
     for (int k = 0; k < KB; ++k) tail[k] = krow[j + (j + k < n ? k : n - 1 - j)];
     qk_rows_micro<R, T>(q, tail, D, n - j, st + j * kStride);
   }
@@ -110,8 +109,8 @@ inline void qk_rows(const float* q, const void* const* krow, int n, int64_t D, f
 // The rows R a tile of m <= kQkRowsMax rows takes: the next power of two.
 constexpr int qk_rows_block(int m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
 
-template <DType T>
-inline void qk_rows_dispatch(int m, const float* q, const void* const* krow, int n, int64_t D, float* st) {
+template <DType T, class Row>
+inline void qk_rows_dispatch(int m, const float* q, const Row* krow, int n, int64_t D, float* st) {
   switch (qk_rows_block(m)) {
     case 1: qk_rows<1, T>(q, krow, n, D, st); break;
     case 2: qk_rows<2, T>(q, krow, n, D, st); break;
@@ -129,6 +128,10 @@ inline void qk_few_rows(int m, DType t, const float* q, const void* const* krow,
     case DType::BF16: qk_rows_dispatch<DType::BF16>(m, q, krow, n, D, st); break;
     case DType::F16: qk_rows_dispatch<DType::F16>(m, q, krow, n, D, st); break;
   }
+}
+// The same over fp32 rows held as floats (the chunk's RoPE-rotated copies of K).
+inline void qk_few_rows(int m, const float* q, const float* const* krow, int n, int64_t D, float* st) {
+  qk_rows_dispatch<DType::F32>(m, q, krow, n, D, st);
 }
 
 }  // namespace attnfuse::cpu::ATTNFUSE_CPU_ISA_NS::simd

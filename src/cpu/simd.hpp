@@ -127,17 +127,20 @@ inline float tanh(float x) {
   return ax < 0.4f ? small : std::copysign(big, x);
 }
 
-// fp16 bits -> float, exactly (same results as f16_to_f32 of common/dtype.hpp) but branch-free so
-// tile conversion loops vectorize: the exponent is rebiased by one multiply by 2^112, which also
-// turns fp16 subnormals (read as float subnormals) into the right normal floats.
-inline float half_to_float(uint16_t h) {
-  const uint32_t em = h & 0x7fffu;
-  const float finite = std::bit_cast<float>(em << 13) * 0x1p112f;
-  const uint32_t special = 0x7f800000u | ((em & 0x3ffu) << 13);  // inf / NaN
-  const uint32_t bits = (em >= 0x7c00u ? special : std::bit_cast<uint32_t>(finite)) |
-                        (static_cast<uint32_t>(h & 0x8000u) << 16);
-  return std::bit_cast<float>(bits);
+// fp16 bits (the low half of each 32-bit lane of h) -> float, for float or a GCC vector of
+// floats, exactly (same results as f16_to_f32 of common/dtype.hpp) but branch-free so tile
+// conversion loops vectorize: the exponent is rebiased by one multiply by 2^112, which also turns
+// fp16 subnormals (read as float subnormals) into the right normal floats.
+template <class F>
+inline F half_bits_to_float(typename BitsOf<F>::type h) {
+  using U = typename BitsOf<F>::type;
+  const U em = h & 0x7fffu;
+  const F finite = std::bit_cast<F>(static_cast<U>(em << 13)) * 0x1p112f;
+  const U special = 0x7f800000u | ((em & 0x3ffu) << 13);  // inf / NaN
+  const U bits = (em >= 0x7c00u ? special : std::bit_cast<U>(finite)) | ((h & 0x8000u) << 16);
+  return std::bit_cast<F>(bits);
 }
+inline float half_to_float(uint16_t h) { return half_bits_to_float<float>(h); }
 
 }  // namespace fastmath
 
@@ -207,12 +210,8 @@ inline NVec load_k(const void* row, int64_t d) {
     const NBits x = __builtin_convertvector(h, NBits);
     if constexpr (T == DType::BF16) {
       return std::bit_cast<NVec>(x << 16);
-    } else {  // fastmath::half_to_float, lane by lane
-      const NBits em = x & 0x7fffu;
-      const NVec finite = std::bit_cast<NVec>(em << 13) * 0x1p112f;
-      const NBits special = 0x7f800000u | ((em & 0x3ffu) << 13);
-      const NBits bits = (em >= 0x7c00u ? special : std::bit_cast<NBits>(finite)) | ((x & 0x8000u) << 16);
-      return std::bit_cast<NVec>(bits);
+    } else {
+      return fastmath::half_bits_to_float<NVec>(x);
     }
   }
 }
