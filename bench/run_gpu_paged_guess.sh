@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in the thirty-seventh session, not yet run (no device came that session: every call was
-# refused). bench/experiments/paged_unsettled_guess.patch: blocks of an unsettled page table guess
+# Prepared in the thirty-seventh session, run in the thirty-eighth on an H100 and not kept (see
+# bench/experiments/README.md; results in bench/results/2026-12-05-h100-session38/call1/).
+# bench/experiments/paged_unsettled_guess.patch: blocks of an unsettled page table guess
 # their pages before the grid dependency wait (KvCopy::warm_guessed_pages: the table read through
 # L2 only and clamped to the table and the pool, then prefetch.global.L2 of each guessed page's
 # first K and V line, in blocks of fewer than 256 pages, only in dependent launches), as a settled

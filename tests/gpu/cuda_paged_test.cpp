@@ -133,6 +133,30 @@ TEST_F(CudaDecode, PagedPageListsStagedOrLookedUpAtAnyPageSize) {
               {LaunchTuning{1, Variant::Decode}, LaunchTuning{2, Variant::Decode}, LaunchTuning{5, Variant::Decode}});
 }
 
+// A paged call launched as a dependent of the kernel ahead of it (the chain tests below): its
+// inputs, its paged cache and its tuning.
+struct DependentCase {
+  PagedCase c;
+  LaunchTuning tuning;
+};
+struct DependentCall {
+  Dims d;
+  Inputs in;
+  PagedInputs pg;
+  LaunchTuning t;
+};
+DependentCall dependent_call(const KernelSpec& spec, const DependentCase& cs, std::mt19937_64& rng) {
+  const PagedCase& c = cs.c;
+  DependentCall call{{std::ssize(c.lengths), c.Hq, c.Hkv, c.Nq, *std::max_element(c.lengths.begin(), c.lengths.end()), 128},
+                     {}, {}, cs.tuning};
+  call.in = make_inputs(spec, call.d, rng, /*with_kv=*/false);
+  call.pg = make_paged(spec.dtype, c.layout, c.lengths, c.page_size, c.Hkv, 128, false, rng);
+  call.in.host.paged = call.pg.host;
+  call.in.device.paged = call.pg.device;
+  call.t.dependent_launch = LaunchTuning::DependentLaunch::On;
+  return call;
+}
+
 TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {
   // PagedKV::table_settled lets a paged call read its page table, and stage its page list, before
   // it waits for the kernel ahead of it (attention_fwd.cuh, FwdKernel::run); Q, K and V are still
@@ -144,11 +168,7 @@ TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {
   // module with its page list staged (13 parts) or read from the table (4 parts) at pages of 5.
   TRACE_SEED();
   const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
-  struct Case {
-    PagedCase c;
-    LaunchTuning tuning;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<DependentCase> cases = {
       {{{32768}, 16, Layout::NHD, false, 64, 8, 1, std::nullopt}, LaunchTuning{0}},
       {{{32768, 0, 9001}, 64, Layout::NHD, false, 32, 8, 1, std::nullopt}, LaunchTuning{0}},
       {{{32768, 0, 9001}, 64, Layout::HND, false, 32, 8, 1, std::nullopt}, LaunchTuning{4, Variant::Decode}},
@@ -156,22 +176,80 @@ TEST_F(CudaDecode, PagedSettledTablesChainCallsOnOneStream) {
       {{{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, LaunchTuning{13, Variant::Decode}},
       {{{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, LaunchTuning{4, Variant::Decode}},
   };
-  for (const Case& cs : cases) {
-    const PagedCase& c = cs.c;
-    SCOPED_TRACE(paged_name(c) + " " + tuning_name(cs.tuning));
-    const Dims d{std::ssize(c.lengths), c.Hq, c.Hkv, c.Nq, *std::max_element(c.lengths.begin(), c.lengths.end()), 128};
-    Inputs in = make_inputs(spec, d, rng_, /*with_kv=*/false);
-    const PagedInputs pg = make_paged(spec.dtype, c.layout, c.lengths, c.page_size, c.Hkv, 128, false, rng_);
-    in.host.paged = pg.host;
-    in.device.paged = pg.device;
-    LaunchTuning t = cs.tuning;
-    t.dependent_launch = LaunchTuning::DependentLaunch::On;
+  for (const DependentCase& cs : cases) {
+    SCOPED_TRACE(paged_name(cs.c) + " " + tuning_name(cs.tuning));
+    auto [d, in, pg, t] = dependent_call(spec, cs, rng_);
     std::vector<Outputs> chained[2];
     for (const bool settled : {true, false}) {
       in.device.paged->table_settled = settled;
       chained[settled ? 0 : 1] = run_chain(spec, in.device, d, t, 4);
     }
     check_chain(spec, in.host, d, chained[0], chained[1], "a settled table changes the results");
+  }
+}
+
+TEST_F(CudaDecode, PagedTableWrittenByTheKernelAheadIsReadAfterIt) {
+  // A table that is not settled may be the output of the kernel just ahead of the call. The
+  // call's blocks may start while that kernel runs (programmatic dependent launch), so they must
+  // not read the table before griddepcontrol.wait (FwdKernel::run). Here the kernel ahead is an
+  // attention call over one key, whose O is its V row bit for bit, and that O is the paged call's
+  // page_indptr: until it lands the buffer holds a stale table (every sequence half as long),
+  // which a premature read would use. Each paged call must match the reference on the written
+  // table, and equal bit for bit the same call given that table directly. Modules: the producer
+  // warp's 128-key tile (pages of 16, 128 pages per part), the 128-key tile in boxes of 64 rows,
+  // the cp.async module at pages of 5 with its page list staged.
+  TRACE_SEED();
+  const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
+  const KernelSpec writer = cuda_spec("softmax(scaled_dot_product(Q, K)) @ V", DType::BF16, 64);
+  const std::vector<DependentCase> cases = {
+      {{{32768}, 16, Layout::NHD, false, 64, 8, 1, std::nullopt}, LaunchTuning{16, Variant::Decode}},
+      {{{32768, 0, 9001}, 64, Layout::NHD, false, 32, 8, 1, std::nullopt}, LaunchTuning{4, Variant::Decode}},
+      {{{6000, 37, 1999}, 5, Layout::NHD, false, 8, 2, 1, std::nullopt}, LaunchTuning{13, Variant::Decode}},
+  };
+  for (const DependentCase& cs : cases) {
+    SCOPED_TRACE(paged_name(cs.c) + " " + tuning_name(cs.tuning));
+    auto [d, in, pg, t] = dependent_call(spec, cs, rng_);
+    const Outputs direct = run_device(spec, in.device, d, t);
+    ASSERT_TRUE(matches(expected(spec, in.host, d), spec.dtype, direct));
+
+    // The writer's V row: indptr entry i in bf16 values 2i (low half) and 2i + 1 (high half), so
+    // each value must be 0 or a normal bf16 pattern with a zero high half.
+    std::vector<uint16_t> row(64, 0), stale(64, 0);
+    ASSERT_LE(pg.indptr.size(), 32u);
+    for (size_t i = 0; i < pg.indptr.size(); ++i) {
+      const int32_t real = pg.indptr[i], old = real / 2;
+      for (int32_t v : {real, old}) ASSERT_TRUE(v == 0 || (v >= 0x80 && v < 0x7f80)) << v;
+      row[2 * i] = static_cast<uint16_t>(real);
+      stale[2 * i] = static_cast<uint16_t>(old);
+    }
+    const std::vector<uint16_t> wq = gpu_test::random16(DType::BF16, 64, rng_), wk = gpu_test::random16(DType::BF16, 64, rng_);
+    const runtime::DeviceBuffer dwq = gpu_test::upload(wq), dwk = gpu_test::upload(wk), dwv = gpu_test::upload(row);
+    AttentionArgs w;
+    w.q = TensorView::contiguous(dwq.get(), DType::BF16, {1, 1, 1, 64});
+    w.k = TensorView::contiguous(dwk.get(), DType::BF16, {1, 1, 1, 64});
+    w.v = TensorView::contiguous(dwv.get(), DType::BF16, {1, 1, 1, 64});
+    for (int rep = 0; rep < 4; ++rep) {
+      SCOPED_TRACE(fmt::format("repetition {}", rep));
+      runtime::DeviceBuffer table = gpu_test::upload(stale);  // the writer's O
+      runtime::DeviceBuffer out(direct.out.size() * 2), lse(direct.lse.size() * 4);
+      out.poison();
+      lse.poison();
+      w.out = TensorView::contiguous(table.get(), DType::BF16, {1, 1, 1, 64});
+      AttentionArgs a = in.device;
+      a.paged->page_indptr = {static_cast<const int32_t*>(table.get()), pg.indptr.size()};
+      a.out = TensorView::contiguous(out.get(), spec.dtype, {d.B, d.Hq, d.Nq, d.D});
+      a.lse = LseView::contiguous(static_cast<float*>(lse.get()), {d.B, d.Hq, d.Nq});
+      runtime::run_cuda(writer, w, nullptr, /*sync=*/false, LaunchTuning{0});
+      runtime::run_cuda(spec, a, nullptr, /*sync=*/false, t);
+      runtime::check(runtime::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+      std::vector<uint16_t> written(64);
+      table.download(written.data());
+      ASSERT_EQ(written, row) << "the writer's O is not its V row";
+      Outputs got{std::vector<uint16_t>(direct.out.size()), std::vector<float>(direct.lse.size())};
+      out.download(got.out.data());
+      lse.download(got.lse.data());
+      EXPECT_TRUE(bitwise_equal(got, direct, d)) << "the call read the table before the kernel ahead wrote it";
+    }
   }
 }
 
