@@ -49,8 +49,16 @@ __device__ __forceinline__ RopeTables stage_rope_tables(const RopeArgs& r, char*
 // sine/cosine are accurate to about 4e-7. With the caller's tables, their entries as given: the
 // host checks that they cover every position of the call, and a position it cannot see (a
 // document's rows, with device offsets) that falls outside them gives NaN rather than a stray read.
+// kSource: where they come from, tested per call (Either: a branch on r.cos_table at every pair)
+// or fixed by a caller that tested it once for a whole tile.
+enum class RopeSource { Either, Tables, Computed };
+template <RopeSource kSource>
+struct RopeSourceTag {
+  static constexpr RopeSource value = kSource;
+};
+template <RopeSource kSource = RopeSource::Either>
 __device__ __forceinline__ void rope_cos_sin(const RopeTables& r, int pos, int pair, float& c, float& s) {
-  if (r.cos_table) {
+  if (kSource == RopeSource::Tables || (kSource == RopeSource::Either && r.cos_table)) {
     if (pos < 0 || pos >= r.table_positions) {
       c = s = __int_as_float(0x7fffffff);
       return;
@@ -96,7 +104,7 @@ __device__ __forceinline__ void pair_units(int u, int half, int& off_a, int& off
 
 // Rotates pairs (2u, 2u+1) held in units wa (at off_a) and wb (at off_b) to position pos.
 // Returns the rotated units; x[e] / y[e] (e = 0, 1) receive the rotated fp32 (a, b) of each pair.
-template <class Element, bool kNeox>
+template <class Element, bool kNeox, RopeSource kSource = RopeSource::Either>
 __device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u, u32& wa, u32& wb,
                                              float (&x)[2], float (&y)[2]) {
   float a0, a1, b0, b1;
@@ -108,9 +116,9 @@ __device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u
     unpack2<Element>(wb, a1, b1);
   }
   float c, s;
-  rope_cos_sin(r, pos, 2 * u, c, s);
+  rope_cos_sin<kSource>(r, pos, 2 * u, c, s);
   rope_rotate_pair(a0, b0, c, s);
-  rope_cos_sin(r, pos, 2 * u + 1, c, s);
+  rope_cos_sin<kSource>(r, pos, 2 * u + 1, c, s);
   rope_rotate_pair(a1, b1, c, s);
   x[0] = a0, x[1] = a1, y[0] = b0, y[1] = b1;
   using T = ElementTraits<Element>;
@@ -163,13 +171,21 @@ __device__ __forceinline__ void for_each_unit_pair(Element* tile, int half, Body
   }
 }
 
-// Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos_of(i).
+// Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos_of(i). The
+// source of cos and sin is tested once per tile, so that the batched loop body holds no branch:
+// tested at every pair (2026-12-01, caller tables), the fused kernel's rotation lost the overlap
+// of its four items per thread, and the kernel 21% of its speed (Llama-3-8B 16k 13.46 -> 16.3 ms
+// on an H100, bench/results/2026-12-05-h100-session38/call2/).
 template <class Element, bool kNeox, int kRows, int kStride, int kThreads, class PosOf>
 __device__ __forceinline__ void rotate_tile_at(Element* tile, PosOf&& pos_of, const RopeTables& r) {
-  for_each_unit_pair<Element, kNeox, kRows, kStride, kThreads, 4>(tile, r.half, [&](int row, int u, u32& wa, u32& wb) {
-    float x[2], y[2];
-    rotate_units<Element, kNeox>(r, pos_of(row), u, wa, wb, x, y);
-  });
+  const auto rotate = [&](auto source) {
+    for_each_unit_pair<Element, kNeox, kRows, kStride, kThreads, 4>(tile, r.half, [&](int row, int u, u32& wa, u32& wb) {
+      float x[2], y[2];
+      rotate_units<Element, kNeox, decltype(source)::value>(r, pos_of(row), u, wa, wb, x, y);
+    });
+  };
+  if (r.cos_table) rotate(RopeSourceTag<RopeSource::Tables>{});
+  else rotate(RopeSourceTag<RopeSource::Computed>{});
 }
 
 // Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos0 + i.
