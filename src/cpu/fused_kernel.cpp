@@ -315,11 +315,17 @@ struct Kernel {
     const int first_pair = pruned ? w.split.first_pair : 0;
     // Few rows: K rows read as stored by the product (unless RoPE rotates a copy).
     const bool few = few_rows(p, t) && !pruned, raw = few && !p.rope;
+    // A zero weight selects nothing (as in the reference), so NaN/Inf in V must not leak through
+    // 0 * NaN where weights can be exactly 0 for other reasons than underflow: masked cells of a
+    // boundary chunk, -inf biases, relu's negative scores. Only then is V scanned (below).
+    const bool checked = kMasked && cm.check;
+    constexpr bool kZeroWeights =
+        kNorm == NormKind::ReluAttention || chain_has(kMods, ModifierKind::AdditiveBias);
     // 16-bit V rows of whole vectors are read as stored by the P V product where it reads them
     // once (the tile's rows fit one block of its rows; with more, each block would widen them
-    // again: Llama-3-8B heads with 4 drafts ran 7% slower so), unless the chunk needs the
-    // zero-weight scan below (its fp32 copy is made there). Both give the same bits.
-    const bool raw_v = p.dtype != DType::F32 && p.Dv == w.dvp && t.rows <= kPvRows;
+    // again: Llama-3-8B heads with 4 drafts ran 7% slower so), unless the chunk needs that scan,
+    // which reads an fp32 copy. Both give the same bits.
+    const bool raw_v = p.dtype != DType::F32 && p.Dv == w.dvp && t.rows <= kPvRows && !(checked || kZeroWeights);
     for (int j = 0; j < n; ++j) {
       const int64_t kj = row_offset(p.k_strides, kofs, a + j);
       if (raw) {
@@ -353,12 +359,8 @@ struct Kernel {
     else
       qk(t.qv, w.krow, n, w.qt.get(), p.D, st);
     modify<kMods>(p, t, a, n, st);
-    [[maybe_unused]] bool checked = false;
     if constexpr (kMasked) {
-      if (cm.check) {
-        apply_mask(p, w, t, a, n, cm);
-        checked = true;
-      }
+      if (checked) apply_mask(p, w, t, a, n, cm);
     }
     if constexpr (kNorm == NormKind::ReluAttention) {
       if (!checked)
@@ -370,26 +372,12 @@ struct Kernel {
     } else {
       online_softmax(w, t, n);
     }
-    // A zero weight selects nothing (as in the reference), so NaN/Inf in V must not leak through
-    // 0 * NaN where weights can be exactly 0 for other reasons than underflow: masked cells of a
-    // boundary chunk, -inf biases, relu's negative scores. Only then is V scanned.
-    constexpr bool kZeroWeights =
-        kNorm == NormKind::ReluAttention || chain_has(kMods, ModifierKind::AdditiveBias);
-    if (checked || kZeroWeights) {
-      if (raw_v)
-        for (int j = 0; j < n; ++j) {
-          load_row(w.vraw[j], p.dtype, 0, p.Dv, w.vbuf.get() + j * w.dvp);
-          w.vrow[j] = w.vbuf.get() + j * w.dvp;
-        }
-      if (!finite_rows(w.vrow, n, p.Dv))
-        pv_skipping_zeros(st, w.vrow, n, t.m, p.Dv, w.dvp, w.o.get());
-      else
-        pv(st, w.vrow, n, t.rows, w.dvp, w.o.get());
-    } else if (raw_v) {
+    if ((checked || kZeroWeights) && !finite_rows(w.vrow, n, p.Dv))
+      pv_skipping_zeros(st, w.vrow, n, t.m, p.Dv, w.dvp, w.o.get());
+    else if (raw_v)
       pv_stored(p.dtype, st, w.vraw, n, t.rows, w.dvp, w.o.get());
-    } else {
+    else
       pv(st, w.vrow, n, t.rows, w.dvp, w.o.get());
-    }
   }
 
   // Online softmax of the chunk (P^T in place), then O rescaled to the new running max.
