@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--head-dim", head_dim, "head dim (default 128)");
   app.add_option("--rows", rows, "decode rows per KV head: query heads per group x Nq (default 4)");
   app.add_flag("--paged", paged, "paged K/V");
-  app.add_flag("--split", split, "the split-KV tile (three stages)");
+  app.add_flag("--split", split, "the split-KV tile (three stages; two with fused RoPE over a contiguous cache)");
   app.add_flag("--large-boxes", large_boxes, "paged: pages a multiple of 64 rows (128-key tiles)");
   app.add_flag("--producer", producer, "the decode producer warp");
   CLI11_PARSE(app, argc, argv);
@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   KernelSpec spec = Program::parse(program).compile({Target::Cuda, DType::BF16, head_dim, RopeMode::Auto});
   const bool tma = head_dim % 64 == 0 && head_dim <= 128 && spec.score == ScoreKind::ScaledDot &&
                    !spec.masks.has(MaskKind::Document);
-  spec.tile = passes::cuda_decode_tile(head_dim, rows, split, passes::cuda_decode_wide_keys(tma, paged, large_boxes), paged);
+  spec.tile = passes::cuda_decode_tile(head_dim, rows, split, passes::cuda_decode_wide_keys(tma, paged, large_boxes), paged,
+                                       !paged && codegen::cuda::rotates_in_kernel(spec));
   if (paged) spec.kv_layout = KvLayout::Paged;
   spec.tile = passes::cuda_arch_tile(spec, 90);
   spec.tile.tma_kv = tma;

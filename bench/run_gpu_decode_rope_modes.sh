@@ -12,7 +12,7 @@ digest_init
 CAP=${CAP:-150}
 PLAIN='softmax(causal(scaled_dot_product(Q, K))) @ V'
 ROPE='softmax(causal(rope(Q, K, base=500000))) @ V'
-cli=.devcarry/attnfuse
+cli=${CLI:-.devcarry/attnfuse}
 run() {  # label program shape extra-args...
   local label=$1 prog=$2 shape=$3
   shift 3

@@ -173,6 +173,16 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    pages of 16 both were slower (0.2787 -> 0.3175, 0.0466 -> 0.0471;
 //    bench/results/2026-12-02-h200-session15/call2/).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
+//  - `rotates` (fused RoPE over a contiguous cache: each K tile is rotated in shared memory
+//    between its arrival and its product) keeps two stages in split calls too: the rotation's
+//    chains (LDS -> angle -> MUFU sin/cos -> rotate -> STS) are latency-bound, and the third
+//    block per SM hides them where the deeper pipeline did not. On an H100, fused RoPE decode
+//    (ms, three stages -> two, two rounds): Llama-3-8B B1 / 32k 0.094 -> 0.085, B8 / 32k 0.609
+//    -> 0.499-0.503, B32 / 4k 0.268 -> 0.269, Llama-3-70B B1 / 32k 0.097 -> 0.089, B1 / 128k
+//    0.316 -> 0.278 (bench/results/2026-12-05-h100-session39/). Nsight on the three-stage tile
+//    at B8 (call3): 38% of the warp samples stall on fixed-latency dependencies and 27% issue,
+//    against 20% waiting on memory in the plain cp.async tile. Paged rope decode was not
+//    measured, so it keeps the deep tile for short parts.
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
 inline constexpr int64_t kPagedDeepMaxTiles = 32;
@@ -195,7 +205,7 @@ constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool large_boxes) {
 }
 
 constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split = false,
-                                      bool wide_keys = false, bool paged = false) {
+                                      bool wide_keys = false, bool paged = false, bool rotates = false) {
   TileConfig t;
   t.num_warps = 4;
   t.pack_gqa = true;
@@ -204,7 +214,7 @@ constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool spli
   if (rows <= 16) {
     t.block_q = 16;
     t.key_warps = 4;
-    if (split && head_dim <= 128) t.stages = 3;
+    if (split && head_dim <= 128 && !rotates) t.stages = 3;
     if (wide_keys && head_dim == 128) t.block_k = 128, t.stages = split || paged ? 3 : 2;
   } else {
     t.block_q = 64;

@@ -154,7 +154,8 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
                                  passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged,
                                                                pages == PageCopy::TmaLargeBoxes ||
                                                                    pages == PageCopy::TmaSmallBoxesProduced),
-                                 kv == KvLayout::Paged));
+                                 kv == KvLayout::Paged,
+                                 codegen::cuda::rotates_in_kernel(spec_.score, mode) && kv == KvLayout::Contiguous));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
     r.tile.producer_warp =

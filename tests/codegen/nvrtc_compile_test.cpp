@@ -142,7 +142,9 @@ std::vector<Variant> variants_of(Group group) {
         for (bool paged : {false, true}) {
           if (rows == 0 && !paged) continue;  // the prefill contiguous variants are swept above
           const DType t = d == 64 ? DType::F16 : DType::BF16;
-          const bool deep = rows == 16 && passes::cuda_decode_tile(d, rows, true).stages > 2 &&
+          // (Fused RoPE over a contiguous cache keeps two stages in split calls too.)
+          const bool rotates = !paged && std::string_view(p).find("rope(") != std::string_view::npos;
+          const bool deep = rows == 16 && passes::cuda_decode_tile(d, rows, true, false, paged, rotates).stages > 2 &&
                             std::string_view(p).find("rope_window") == std::string_view::npos;
           for (bool split : {false, true})
             for (int arch : {80, 90})

@@ -164,24 +164,30 @@ TEST(TileSizes, DecodeTilesFollowRowsSplitAndHeadDim) {
     for (int64_t rows : {1, 4, 8, 16, 17, 32, 64})
       for (bool split : {false, true})
         for (bool tma : {false, true})
-          for (bool paged : {false, true}) {
-            const TileConfig t = passes::cuda_decode_tile(d, rows, split, tma, paged);
-            SCOPED_TRACE(::testing::Message() << "d=" << d << " rows=" << rows << " split=" << split << " tma=" << tma
-                                              << " paged=" << paged);
-            const bool wide_keys = tma && rows <= 16 && d == 128;  // Hopper's TMA narrow tile
-            EXPECT_TRUE(t.pack_gqa);
-            EXPECT_EQ(t.num_warps, 4);
-            EXPECT_EQ(t.block_q, rows <= 16 ? 16 : 64);
-            EXPECT_EQ(t.key_warps, rows <= 16 ? 4 : 1);
-            EXPECT_EQ(t.block_k, wide_keys ? 128 : (rows > 16 && d > 128 ? 32 : 64));
-            // Three stages in split calls; unsplit, only the paged 128-key tile keeps a third.
-            EXPECT_EQ(t.stages, (split && rows <= 16 && d <= 128) || (wide_keys && paged) ? 3 : 2);
-            EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit);
-          }
+          for (bool paged : {false, true})
+            for (bool rotates : {false, true}) {
+              if (rotates && (tma || paged)) continue;  // the runtime passes `rotates` for cp.async contiguous tiles
+              const TileConfig t = passes::cuda_decode_tile(d, rows, split, tma, paged, rotates);
+              SCOPED_TRACE(::testing::Message() << "d=" << d << " rows=" << rows << " split=" << split << " tma=" << tma
+                                                << " paged=" << paged << " rotates=" << rotates);
+              const bool wide_keys = tma && rows <= 16 && d == 128;  // Hopper's TMA narrow tile
+              EXPECT_TRUE(t.pack_gqa);
+              EXPECT_EQ(t.num_warps, 4);
+              EXPECT_EQ(t.block_q, rows <= 16 ? 16 : 64);
+              EXPECT_EQ(t.key_warps, rows <= 16 ? 4 : 1);
+              EXPECT_EQ(t.block_k, wide_keys ? 128 : (rows > 16 && d > 128 ? 32 : 64));
+              // Three stages in split calls, except where K is rotated in the kernel; unsplit, only
+              // the paged 128-key tile keeps a third.
+              EXPECT_EQ(t.stages, (split && rows <= 16 && d <= 128 && !rotates) || (wide_keys && paged) ? 3 : 2);
+              EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit);
+            }
   // Hopper's 128-key tile: one block per SM (two or three 64 KB stages, with Q and the barriers).
   EXPECT_GT(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, false, true), 128) + 1024), 228 * 1024);
   EXPECT_GT(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true, true), 128) + 1024), 228 * 1024);
-  // Llama-3 decode at D = 128: three blocks per SM unsplit, two with the split call's third stage.
+  // Llama-3 decode at D = 128: three blocks per SM unsplit, and split with fused RoPE; two with
+  // the split call's third stage.
+  EXPECT_LE(3 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true, false, false, true), 128) + 1024),
+            228 * 1024);
   EXPECT_LE(3 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8), 128) + 1024), 228 * 1024);
   EXPECT_LE(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true), 128) + 1024), 228 * 1024);
 }
