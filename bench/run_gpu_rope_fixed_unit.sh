@@ -11,7 +11,8 @@
 #   1. the whole GPU suite in 8 shards with the patch (limit 330 s), and memcheck on the RoPE
 #      tests at the same time;
 #   2. old / new, two interleaved rounds, ms: fused RoPE decode (8B B1 and B8 at 32k, 70B B1 at
-#      32k and 128k, 70B B1 at 32k in pages of 16), and fused prefill (Llama-3-8B and GPT-2 16k).
+#      32k and 128k, 70B B1 at 32k in pages of 16), and fused prefill (Llama-3-8B and GPT-2 16k);
+#   3. paged fused RoPE decode on the old CLI: its default tile against the two-stage one.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
@@ -50,4 +51,12 @@ for round in 1 2; do
   done
 done
 tar czf "$OUT/logs.tgz" -C "$W" .
+# Paged fused RoPE decode keeps the three-stage tile for short split parts (passes::cuda_decode_tile,
+# `rotates` is for contiguous caches only, the measured case): the two-stage tile there, old CLI.
+say "== 3. paged fused RoPE decode, 70B B1 / 32k, default tile / 16,64,4,2,4, ms"
+export ATTNFUSE_CACHE_DIR=/tmp/cache-old
+for round in 1 2; do
+  [ "$(left 60)" -lt 20 ] && break
+  say "round $round: pages of 16 $(t .devcarry/old/attnfuse 1,64,8,1,32768,128 --page-size 16) / $(ATTNFUSE_CUDA_DECODE_TILE=16,64,4,2,4 t .devcarry/old/attnfuse 1,64,8,1,32768,128 --page-size 16) | pages of 64 $(t .devcarry/old/attnfuse 1,64,8,1,32768,128 --page-size 64) / $(ATTNFUSE_CUDA_DECODE_TILE=16,64,4,2,4 t .devcarry/old/attnfuse 1,64,8,1,32768,128 --page-size 64)"
+done
 say "end in ${SECONDS}s"
