@@ -40,8 +40,12 @@ int main(int argc, char** argv) {
   KernelSpec spec = Program::parse(program).compile({Target::Cuda, DType::BF16, head_dim, RopeMode::Auto});
   const bool tma = head_dim % 64 == 0 && head_dim <= 128 && spec.score == ScoreKind::ScaledDot &&
                    !spec.masks.has(MaskKind::Document);
-  spec.tile = passes::cuda_decode_tile(head_dim, rows, split, passes::cuda_decode_wide_keys(tma, paged, large_boxes), paged,
-                                       !paged && codegen::cuda::rotates_in_kernel(spec));
+  spec.tile = passes::cuda_decode_tile({.head_dim = head_dim,
+                                        .rows = rows,
+                                        .split = split,
+                                        .wide_keys = passes::cuda_decode_wide_keys(tma, paged, large_boxes),
+                                        .paged = paged,
+                                        .rotates = !paged && codegen::cuda::rotates_in_kernel(spec)});
   if (paged) spec.kv_layout = KvLayout::Paged;
   spec.tile = passes::cuda_arch_tile(spec, 90);
   spec.tile.tma_kv = tma;

@@ -204,22 +204,32 @@ constexpr bool cuda_decode_wide_keys(bool tma, bool paged, bool large_boxes) {
   return tma && (!paged || large_boxes);
 }
 
-constexpr TileConfig cuda_decode_tile(int head_dim, int64_t rows = 16, bool split = false,
-                                      bool wide_keys = false, bool paged = false, bool rotates = false) {
+// What a decode call's tile depends on (cuda_decode_tile), named at the call site:
+// cuda_decode_tile({.head_dim = 128, .rows = 8, .split = true}).
+struct DecodeTileCall {
+  int head_dim = 128;
+  int64_t rows = 16;       // real rows of a tile: a GQA group x Nq
+  bool split = false;      // the call cuts the key axis into parts
+  bool wide_keys = false;  // Hopper's 128-key tile (cuda_decode_wide_keys)
+  bool paged = false;      // K/V in pages
+  bool rotates = false;    // fused RoPE over a contiguous cache: K tiles rotated in the kernel
+};
+
+constexpr TileConfig cuda_decode_tile(const DecodeTileCall& c) {
   TileConfig t;
   t.num_warps = 4;
   t.pack_gqa = true;
   t.stages = 2;
   t.block_k = 64;
-  if (rows <= 16) {
+  if (c.rows <= 16) {
     t.block_q = 16;
     t.key_warps = 4;
-    if (split && head_dim <= 128 && !rotates) t.stages = 3;
-    if (wide_keys && head_dim == 128) t.block_k = 128, t.stages = split || paged ? 3 : 2;
+    if (c.split && c.head_dim <= 128 && !c.rotates) t.stages = 3;
+    if (c.wide_keys && c.head_dim == 128) t.block_k = 128, t.stages = c.split || c.paged ? 3 : 2;
   } else {
     t.block_q = 64;
     t.key_warps = 1;
-    t.block_k = head_dim > 128 ? 32 : 64;
+    t.block_k = c.head_dim > 128 ? 32 : 64;
   }
   return t;
 }

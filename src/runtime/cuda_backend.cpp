@@ -150,12 +150,15 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
   if (decode_rows > 0) {
     const bool tma = decode_tma(mode, kv, pages);
     r.tile = decode_tile_override().value_or(
-        passes::cuda_decode_tile(spec_.head_dim, decode_rows, split,
-                                 passes::cuda_decode_wide_keys(tma, kv == KvLayout::Paged,
-                                                               pages == PageCopy::TmaLargeBoxes ||
-                                                                   pages == PageCopy::TmaSmallBoxesProduced),
-                                 kv == KvLayout::Paged,
-                                 codegen::cuda::rotates_in_kernel(spec_.score, mode) && kv == KvLayout::Contiguous));
+        passes::cuda_decode_tile(
+            {.head_dim = spec_.head_dim,
+             .rows = decode_rows,
+             .split = split,
+             .wide_keys = passes::cuda_decode_wide_keys(
+                 tma, kv == KvLayout::Paged,
+                 pages == PageCopy::TmaLargeBoxes || pages == PageCopy::TmaSmallBoxesProduced),
+             .paged = kv == KvLayout::Paged,
+             .rotates = codegen::cuda::rotates_in_kernel(spec_.score, mode) && kv == KvLayout::Contiguous}));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
     r.tile.producer_warp =

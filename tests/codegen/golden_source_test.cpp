@@ -64,7 +64,7 @@ TEST(GoldenSource, EmitterOutputMatchesCommittedFiles) {
     SCOPED_TRACE(g.name);
     KernelSpec spec = Program::parse(g.program).compile({Target::Cuda, g.dtype, g.head_dim, g.rope_mode});
     if (g.decode_paged) {
-      spec.tile = passes::cuda_decode_tile(g.head_dim, 16);
+      spec.tile = passes::cuda_decode_tile({.head_dim = g.head_dim, .rows = 16});
       spec.kv_layout = KvLayout::Paged;
     }
     spec.tile = passes::cuda_arch_tile(spec, g.arch);

@@ -19,7 +19,7 @@ int blocks_per_sm(int smem_bytes) { return kSmemPerSm / (smem_bytes + kReservedP
 
 KernelSpec decode_spec(const char* program, int head_dim, bool paged, bool split = false) {
   KernelSpec s = Program::parse(program).compile({Target::Cuda, DType::BF16, head_dim, RopeMode::Fused});
-  s.tile = passes::cuda_decode_tile(head_dim, 8, split);
+  s.tile = passes::cuda_decode_tile({.head_dim = head_dim, .rows = 8, .split = split});
   if (paged) s.kv_layout = KvLayout::Paged;
   return s;
 }
@@ -69,7 +69,9 @@ TEST(LaunchShape, TmaPagedDecodeTilesStageLongerListsAtTheSameOccupancy) {
                   codegen::cuda::shared_memory_bytes(contiguous) + passes::kCudaPageListSlotsTma * 4);
         const int blocks = blocks_per_sm(codegen::cuda::shared_memory_bytes(paged));
         EXPECT_EQ(blocks, blocks_per_sm(codegen::cuda::shared_memory_bytes(contiguous)));
-        if (block_k == 64) EXPECT_EQ(blocks, split ? 2 : 3);
+        if (block_k == 64) {
+          EXPECT_EQ(blocks, split ? 2 : 3);
+        }
       }
     }
   }

@@ -144,7 +144,10 @@ std::vector<Variant> variants_of(Group group) {
           const DType t = d == 64 ? DType::F16 : DType::BF16;
           // (Fused RoPE over a contiguous cache keeps two stages in split calls too.)
           const bool rotates = !paged && std::string_view(p).find("rope(") != std::string_view::npos;
-          const bool deep = rows == 16 && passes::cuda_decode_tile(d, rows, true, false, paged, rotates).stages > 2 &&
+          const bool deep = rows == 16 &&
+                            passes::cuda_decode_tile({.head_dim = d, .rows = rows, .split = true, .paged = paged,
+                                                      .rotates = rotates})
+                                    .stages > 2 &&
                             std::string_view(p).find("rope_window") == std::string_view::npos;
           for (bool split : {false, true})
             for (int arch : {80, 90})
@@ -198,8 +201,12 @@ void expect_compiles_without_spills(Group group) {
         const bool tma = v.decode_rows > 0 && v.arch == 90 && v.head_dim <= 128 &&
                          spec.score == ScoreKind::ScaledDot;
         if (v.decode_rows > 0)
-          spec.tile = passes::cuda_decode_tile(v.head_dim, v.decode_rows, v.split,
-                                                  passes::cuda_decode_wide_keys(tma, v.paged, v.large_boxes), v.paged);
+          spec.tile = passes::cuda_decode_tile({.head_dim = v.head_dim,
+                                                .rows = v.decode_rows,
+                                                .split = v.split,
+                                                .wide_keys = passes::cuda_decode_wide_keys(tma, v.paged, v.large_boxes),
+                                                .paged = v.paged,
+                                                .rotates = !v.paged && codegen::cuda::rotates_in_kernel(spec)});
         if (v.paged) spec.kv_layout = KvLayout::Paged;
         spec.tile = passes::cuda_arch_tile(spec, v.arch);  // sm_90: the wgmma form where it applies
         spec.tile.tma_kv = tma;

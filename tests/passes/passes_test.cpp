@@ -167,7 +167,8 @@ TEST(TileSizes, DecodeTilesFollowRowsSplitAndHeadDim) {
           for (bool paged : {false, true})
             for (bool rotates : {false, true}) {
               if (rotates && (tma || paged)) continue;  // the runtime passes `rotates` for cp.async contiguous tiles
-              const TileConfig t = passes::cuda_decode_tile(d, rows, split, tma, paged, rotates);
+              const TileConfig t = passes::cuda_decode_tile(
+                  {.head_dim = d, .rows = rows, .split = split, .wide_keys = tma, .paged = paged, .rotates = rotates});
               SCOPED_TRACE(::testing::Message() << "d=" << d << " rows=" << rows << " split=" << split << " tma=" << tma
                                                 << " paged=" << paged << " rotates=" << rotates);
               const bool wide_keys = tma && rows <= 16 && d == 128;  // Hopper's TMA narrow tile
@@ -182,14 +183,16 @@ TEST(TileSizes, DecodeTilesFollowRowsSplitAndHeadDim) {
               EXPECT_LE(passes::cuda_smem_bytes(t, d), passes::kCudaSmemLimit);
             }
   // Hopper's 128-key tile: one block per SM (two or three 64 KB stages, with Q and the barriers).
-  EXPECT_GT(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, false, true), 128) + 1024), 228 * 1024);
-  EXPECT_GT(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true, true), 128) + 1024), 228 * 1024);
+  const auto bytes = [](const passes::DecodeTileCall& c) {
+    return passes::cuda_smem_bytes(passes::cuda_decode_tile(c), 128) + 1024;
+  };
+  EXPECT_GT(2 * bytes({.rows = 8, .wide_keys = true}), 228 * 1024);
+  EXPECT_GT(2 * bytes({.rows = 8, .split = true, .wide_keys = true}), 228 * 1024);
   // Llama-3 decode at D = 128: three blocks per SM unsplit, and split with fused RoPE; two with
   // the split call's third stage.
-  EXPECT_LE(3 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true, false, false, true), 128) + 1024),
-            228 * 1024);
-  EXPECT_LE(3 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8), 128) + 1024), 228 * 1024);
-  EXPECT_LE(2 * (passes::cuda_smem_bytes(passes::cuda_decode_tile(128, 8, true), 128) + 1024), 228 * 1024);
+  EXPECT_LE(3 * bytes({.rows = 8, .split = true, .rotates = true}), 228 * 1024);
+  EXPECT_LE(3 * bytes({.rows = 8}), 228 * 1024);
+  EXPECT_LE(2 * bytes({.rows = 8, .split = true}), 228 * 1024);
 }
 
 // Hopper: the prefill tile of D 64 / 128 takes the wgmma form (3 stages, 8 warps, 128 rows) and
@@ -253,7 +256,7 @@ TEST(TileSizes, HopperTileTakesTheWgmmaFormWhereItApplies) {
   EXPECT_EQ(t64.num_warps, 4);
   EXPECT_LE(3 * (passes::cuda_smem_bytes(t64, 64) + 1024), 228 * 1024) << "three blocks per SM";
   KernelSpec decode = spec(causal, 128);
-  decode.tile = passes::cuda_decode_tile(128, 16);
+  decode.tile = passes::cuda_decode_tile({.head_dim = 128, .rows = 16});
   EXPECT_FALSE(passes::cuda_arch_tile(decode, 90).wgmma);
   // Block-sparse keeps the tile's key width, so masks built for it stay multiples of it.
   const KernelSpec sparse = spec("softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 64);

@@ -21,7 +21,11 @@ constexpr int kHopper = 227 * 1024, kA100 = 163 * 1024, kConsumer = 99 * 1024;  
 KernelSpec decode_spec(int head_dim, int64_t rows, bool split, bool tma, bool paged, bool large_boxes = false) {
   KernelSpec s = Program::parse("softmax(causal(scaled_dot_product(Q, K))) @ V")
                      .compile({Target::Cuda, head_dim == 64 ? DType::F16 : DType::BF16, head_dim});
-  s.tile = passes::cuda_decode_tile(head_dim, rows, split, passes::cuda_decode_wide_keys(tma, paged, large_boxes), paged);
+  s.tile = passes::cuda_decode_tile({.head_dim = head_dim,
+                                     .rows = rows,
+                                     .split = split,
+                                     .wide_keys = passes::cuda_decode_wide_keys(tma, paged, large_boxes),
+                                     .paged = paged});
   s.tile.tma_kv = tma && head_dim % 64 == 0 && head_dim <= 128;
   if (paged) s.kv_layout = KvLayout::Paged;
   return s;
