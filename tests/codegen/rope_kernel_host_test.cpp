@@ -1,0 +1,162 @@
+// The CUDA rotation routines of rope.cuh run on the host (codegen/kernel_host.hpp: one emulated
+// thread at a time), against the float64 RoPE library: CI has no GPU, and these routines decide
+// which dims pair up, which angle each position gets (the 64-bit turn arithmetic) and how the
+// result is rounded, for both placements. A tile's threads rotate disjoint items, so running
+// them one after another is the kernel's result exactly (up to libm's sin/cos for MUFU's).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "attnfuse/kernel_spec.hpp"
+#include "rope/frequencies.hpp"
+#include "runtime/rope_args.hpp"
+// Last: it defines the CUDA keywords as macros.
+#include "codegen/kernel_host.hpp"
+
+namespace attnfuse {
+namespace {
+
+using attnfuse_kernels::bf16_t;
+using attnfuse_kernels::ElementTraits;
+using attnfuse_kernels::f16_t;
+using attnfuse_kernels::RopeTables;
+
+template <class E>
+constexpr int kMantissaBits = std::is_same_v<E, bf16_t> ? 7 : 10;
+
+template <class E>
+float to_float(E e) {
+  return ElementTraits<E>::to_float(e.bits);
+}
+
+// A tile of kRows rows of D elements, rows kStride apart, random values in [-2, 2).
+template <class E, int kRows, int kStride>
+std::vector<E> random_tile(std::mt19937& rng) {
+  std::vector<E> t(kRows * kStride);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (size_t i = 0; i < t.size(); i += 2) {
+    const uint32_t w = ElementTraits<E>::pack(u(rng), u(rng));
+    t[i].bits = static_cast<uint16_t>(w & 0xffffu);
+    t[i + 1].bits = static_cast<uint16_t>(w >> 16);
+  }
+  return t;
+}
+
+// Every row of `got` (the kernel's rotation of `before`) against the float64 rotation of the same
+// row at position pos_of(row), rounded once to E: within one unit in the last place, and
+// unrotated dims (>= rotary_dim) unchanged bit for bit. `cos_sin` (optional) gives the angles
+// as the caller's tables hold them.
+template <class E, int kRows, int kStride, class PosOf>
+void expect_rotated(const std::vector<E>& before, const std::vector<E>& got, const RopeParams& params, int D,
+                    PosOf&& pos_of, const std::vector<float>* cos_table = nullptr,
+                    const std::vector<float>* sin_table = nullptr) {
+  const int rotary = rope::rotary_dim_of(params, D);
+  const rope::RopeFrequencies f = rope::rope_frequencies(params, D, 1 << 20);
+  int checked = 0;
+  for (int row = 0; row < kRows; ++row) {
+    const int64_t pos = pos_of(row);
+    std::vector<double> v(D);
+    for (int d = 0; d < D; ++d) v[d] = to_float(before[row * kStride + d]);
+    if (cos_table) {
+      for (int r = 0; r < rotary / 2; ++r) {
+        const rope::PairDims pd = rope::pair_dims(params.style, rotary, r);
+        const double c = (*cos_table)[pos * (rotary / 2) + r], s = (*sin_table)[pos * (rotary / 2) + r];
+        const double a = v[pd.a], b = v[pd.b];
+        v[pd.a] = a * c - b * s;
+        v[pd.b] = b * c + a * s;
+      }
+    } else {
+      rope::rotate(params, f, pos, v.data(), D);
+    }
+    for (int d = 0; d < D; ++d) {
+      const E g = got[row * kStride + d];
+      if (d >= rotary) {
+        ASSERT_EQ(g.bits, before[row * kStride + d].bits) << "unrotated dim " << d << " of row " << row;
+        continue;
+      }
+      // One ulp of the exact value, and the fp32 rotation's own error (angles to ~1e-6).
+      const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(v[d]), 1e-3)) - kMantissaBits<E>);
+      ASSERT_NEAR(to_float(g), v[d], ulp + 4e-6) << "dim " << d << " of row " << row << " at position " << pos;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Runs rotate_tile_at over a tile with kThreads emulated threads.
+template <class E, bool kNeox, int kRows, int kStride, int kThreads, class PosOf>
+void rotate_on_host(std::vector<E>& tile, PosOf&& pos_of, const RopeTables& r) {
+  for (unsigned t = 0; t < kThreads; ++t) {
+    threadIdx.x = t;
+    attnfuse_kernels::rotate_tile_at<E, kNeox, kRows, kStride, kThreads>(tile.data(), pos_of, r);
+  }
+}
+
+template <class E, bool kNeox, int D, int kRows, int kThreads>
+void check_computed(const RopeParams& params, int64_t pos0, std::mt19937& rng) {
+  constexpr int kStride = D + 8;  // the kernels' padded rows
+  ASSERT_EQ(params.style == RopeStyle::Neox, kNeox) << "the kernel's pairing is the params' style";
+  const auto& args = runtime::rope_args(params, false, D, pos0 + 4 * kRows);
+  const RopeTables r{args.turn, args.limit, args.factor, args.half, nullptr, nullptr, 0};
+  const std::vector<E> before = random_tile<E, kRows, kStride>(rng);
+  std::vector<E> tile = before;
+  // Rows at scattered positions (a decode tile's query rows share positions; K rows ascend).
+  const auto pos_of = [&](int row) { return static_cast<int>(pos0 + 3 * (row / 2)); };
+  rotate_on_host<E, kNeox, kRows, kStride, kThreads>(tile, pos_of, r);
+  expect_rotated<E, kRows, kStride>(before, tile, params, D, pos_of);
+}
+
+TEST(RopeKernelOnHost, ComputedAnglesMatchTheFloat64Rotation) {
+  std::mt19937 rng(1234);
+  RopeParams llama3;  // Llama-3 (128k context): positions past 2^17 need the exact reduction
+  llama3.base = 500000;
+  llama3.rope_type = RopeScaling::Llama3;
+  llama3.factor = 32;
+  llama3.original_max_position_embeddings = 8192;
+  check_computed<bf16_t, true, 128, 64, 128>(llama3, 131000, rng);  // a decode K tile
+  check_computed<bf16_t, true, 128, 16, 128>(llama3, 7, rng);       // a decode Q tile
+  check_computed<bf16_t, true, 128, 128, 256>(llama3, 2000, rng);   // a prefill Q tile
+  RopeParams gptj;  // GPT-J: interleaved pairs over a quarter of the head
+  gptj.style = RopeStyle::Gptj;
+  gptj.rotary_dim = 16;
+  check_computed<f16_t, false, 64, 64, 128>(gptj, 4097, rng);
+  RopeParams yarn;  // an attention factor != 1, neox over half the head
+  yarn.rope_type = RopeScaling::Yarn;
+  yarn.factor = 4;
+  yarn.original_max_position_embeddings = 4096;
+  yarn.rotary_dim = 64;
+  check_computed<f16_t, true, 128, 64, 128>(yarn, 16000, rng);
+  RopeParams yarn_gptj = yarn;
+  yarn_gptj.style = RopeStyle::Gptj;
+  check_computed<bf16_t, false, 256, 64, 128>(yarn_gptj, 3, rng);
+}
+
+TEST(RopeKernelOnHost, CallerTablesAreUsedAsGiven) {
+  std::mt19937 rng(99);
+  RopeParams p;
+  p.base = 10000;
+  constexpr int D = 128, kRows = 64, kStride = D + 8, half = D / 2, positions = 300;
+  // Tables that are not RoPE's (so a computed angle could not pass): a random rotation per entry,
+  // scaled by 0.9.
+  std::vector<float> cos_t(positions * half), sin_t(positions * half);
+  std::uniform_real_distribution<double> ang(-3.1, 3.1);
+  for (size_t i = 0; i < cos_t.size(); ++i) {
+    const double a = ang(rng);
+    cos_t[i] = static_cast<float>(0.9 * std::cos(a));
+    sin_t[i] = static_cast<float>(0.9 * std::sin(a));
+  }
+  const auto& args = runtime::rope_args(p, false, D, positions);
+  const RopeTables r{args.turn, args.limit, args.factor, args.half, cos_t.data(), sin_t.data(), positions};
+  const std::vector<bf16_t> before = random_tile<bf16_t, kRows, kStride>(rng);
+  std::vector<bf16_t> tile = before;
+  const auto pos_of = [](int row) { return 200 + row; };
+  rotate_on_host<bf16_t, true, kRows, kStride, 128>(tile, pos_of, r);
+  expect_rotated<bf16_t, kRows, kStride>(before, tile, p, D, pos_of, &cos_t, &sin_t);
+}
+
+}  // namespace
+}  // namespace attnfuse
