@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnfuse/kernel_spec.hpp"
+#include "codegen/cuda/emit.hpp"
 #include "rope/frequencies.hpp"
 #include "runtime/rope_args.hpp"
 // Last: it defines the CUDA keywords as macros.
@@ -24,6 +25,8 @@ using attnfuse_kernels::bf16_t;
 using attnfuse_kernels::ElementTraits;
 using attnfuse_kernels::f16_t;
 using attnfuse_kernels::RopeTables;
+using attnfuse_kernels::RotateKernel;
+using attnfuse_kernels::RotateParams;
 
 template <class E>
 constexpr int kMantissaBits = std::is_same_v<E, bf16_t> ? 7 : 10;
@@ -156,6 +159,77 @@ TEST(RopeKernelOnHost, CallerTablesAreUsedAsGiven) {
   const auto pos_of = [](int row) { return 200 + row; };
   rotate_on_host<bf16_t, true, kRows, kStride, 128>(tile, pos_of, r);
   expect_rotated<bf16_t, kRows, kStride>(before, tile, p, D, pos_of, &cos_t, &sin_t);
+}
+
+// The prerotation kernel (prerotate placement: RotateKernel, a whole grid on the host) over
+// strided Q and K: every row bitwise equal to the fused placement's rotation of that row (both
+// rotate with rope_rotate_pair and round once), on its 16-byte and 32-bit paths, and in the
+// interleaved layout rope_window's wgmma form reads (pair r at dims 2r, 2r + 1).
+template <class E, int D, bool kNeox, bool kInterleave = false>
+void check_prerotation(const RopeParams& params, bool vec, std::mt19937& rng) {
+  ASSERT_EQ(params.style == RopeStyle::Neox, kNeox);
+  constexpr int B = 2, Hq = 4, Hkv = 2, Nq = 5, Nk = 37, kPitch = D + 8;  // rows padded: strided sources
+  constexpr int64_t q_offset = 1000;
+  const int lens[2] = {Nq, Nk}, heads[2] = {Hq, Hkv};
+  std::vector<E> src[2], dst[2];
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  RotateParams r{};
+  for (int t = 0; t < 2; ++t) {
+    src[t].resize(static_cast<size_t>(B) * heads[t] * lens[t] * kPitch);
+    for (E& e : src[t]) e.bits = static_cast<uint16_t>(ElementTraits<E>::pack(u(rng), 0.f) & 0xffffu);
+    dst[t].assign(static_cast<size_t>(B) * heads[t] * lens[t] * D, E{0xffff});  // poisoned
+    r.src[t] = src[t].data();
+    r.dst[t] = dst[t].data();
+    r.src_stride[t][0] = int64_t{heads[t]} * lens[t] * kPitch;
+    r.src_stride[t][1] = int64_t{lens[t]} * kPitch;
+    r.src_stride[t][2] = kPitch;
+    r.heads[t] = heads[t];
+    r.len[t] = lens[t];
+    r.rows[t] = int64_t{B} * heads[t] * lens[t];
+  }
+  ASSERT_TRUE(!vec || reinterpret_cast<uintptr_t>(src[0].data()) % 16 == 0) << "the 16-byte path needs aligned rows";
+  r.pos0[0] = q_offset;
+  r.pos0[1] = 0;
+  r.rope = runtime::rope_args(params, false, D, q_offset + Nq);
+  r.vec = vec;
+  attnfuse_host_cuda::launch_on_host(3, codegen::cuda::kRotateThreads,
+                                     [&] { RotateKernel<E, D, kNeox, kInterleave>::run(r); });
+  const RopeTables tables{r.rope.turn, r.rope.limit, r.rope.factor, r.rope.half, nullptr, nullptr, 0};
+  const int half = r.rope.half;
+  for (int t = 0; t < 2; ++t)
+    for (int64_t row = 0; row < r.rows[t]; ++row) {
+      const int n = static_cast<int>(row % lens[t]);
+      std::vector<E> one(src[t].begin() + row * kPitch, src[t].begin() + (row + 1) * kPitch);
+      threadIdx.x = 0;
+      attnfuse_kernels::rotate_tile_at<E, kNeox, 1, kPitch, 1>(
+          one.data(), [&](int) { return static_cast<int>(r.pos0[t] + n); }, tables);
+      for (int d = 0; d < D; ++d) {
+        // Interleaved: pair j's dims (j, j + half) land at (2j, 2j + 1).
+        const int from = !kInterleave || d >= 2 * half ? d : (d % 2 == 0 ? d / 2 : d / 2 + half);
+        ASSERT_EQ(dst[t][row * D + d].bits, one[from].bits)
+            << (t ? "K" : "Q") << " row " << row << " dim " << d << (vec ? " (16-byte path)" : " (32-bit path)");
+      }
+    }
+}
+
+TEST(RopeKernelOnHost, PrerotationKernelGivesTheFusedRotationsBits) {
+  std::mt19937 rng(7);
+  RopeParams llama3;
+  llama3.base = 500000;
+  llama3.rope_type = RopeScaling::Llama3;
+  llama3.factor = 8;
+  llama3.original_max_position_embeddings = 8192;
+  for (bool vec : {true, false}) {
+    check_prerotation<bf16_t, 128, true>(llama3, vec, rng);
+    check_prerotation<bf16_t, 128, true, true>(llama3, vec, rng);  // interleaved (rope_window's wgmma form)
+    RopeParams gptj;
+    gptj.style = RopeStyle::Gptj;
+    gptj.rotary_dim = 32;
+    check_prerotation<f16_t, 64, false>(gptj, vec, rng);
+    RopeParams partial = llama3;  // unrotated dims copied through
+    partial.rotary_dim = 64;
+    check_prerotation<f16_t, 128, true>(partial, vec, rng);
+  }
 }
 
 }  // namespace
