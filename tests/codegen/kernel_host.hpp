@@ -3,9 +3,9 @@
 //   threadIdx.x, call it);
 // - a whole kernel runs through launch_on_host(): each block's threads on their own std::threads,
 //   __syncthreads() a barrier, __shared__ arrays one per kernel (blocks run one after another).
-// The CUDA keywords and the intrinsics those routines use are C++ here (sin and cos in fp32 libm,
-// where the GPU's MUFU is within ~4e-7). Warp collectives, tensor-core and copy instructions are
-// only declared, not run. Include this header instead of a kernel header (its sources build with
+// - warp collectives (shuffles, ballots, __syncwarp) meet at a barrier of the warp's 32 threads.
+// The CUDA keywords and the intrinsics those routines use are C++ here (sin, cos and exp in fp32
+// libm, where the GPU's MUFU is within ~4e-7). Tensor-core and copy instructions are not run. Include this header instead of a kernel header (its sources build with
 // -Wno-unknown-pragmas: GCC does not know #pragma unroll; tests/CMakeLists.txt).
 #pragma once
 
@@ -33,7 +33,14 @@ struct Dim3 {
 inline thread_local attnfuse_host_cuda::Dim3 threadIdx, blockIdx;
 inline attnfuse_host_cuda::Dim3 blockDim, gridDim;
 namespace attnfuse_host_cuda {
+// One warp of a block run by launch_on_host: its 32 lanes meet at `bar`, and exchange values
+// through `slot` for the shuffles.
+struct Warp {
+  std::barrier<> bar{32};
+  unsigned slot[32] = {};
+};
 inline thread_local std::barrier<>* block_barrier = nullptr;
+inline thread_local Warp* warp = nullptr;
 }  // namespace attnfuse_host_cuda
 
 struct uint2 {
@@ -69,12 +76,41 @@ inline unsigned long long __cvta_generic_to_shared(const void* p) { return reint
 inline int __ffs(unsigned x) { return __builtin_ffs(static_cast<int>(x)); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
-// Warp and block collectives: declared for the headers' other routines, never called on the host.
-unsigned __ballot_sync(unsigned mask, bool pred);
-unsigned __shfl_xor_sync(unsigned mask, unsigned v, int lane);
-float __shfl_xor_sync(unsigned mask, float v, int lane);
-int __shfl_sync(unsigned mask, int v, int lane);
-void __syncwarp(unsigned mask = 0xffffffffu);
+struct float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+template <class T>
+inline T __ldcg(const T* p) {
+  return *p;
+}
+inline float __expf(float x) { return std::exp(x); }
+// Warp collectives, for kernels run by launch_on_host with whole warps (every lane of the warp
+// takes part, as the kernels' full masks say).
+namespace attnfuse_host_cuda {
+inline unsigned lane_exchange(unsigned v, int from) {
+  Warp& w = *warp;
+  const unsigned lane = threadIdx.x % 32;
+  w.slot[lane] = v;
+  w.bar.arrive_and_wait();
+  const unsigned r = w.slot[from & 31];
+  w.bar.arrive_and_wait();
+  return r;
+}
+}  // namespace attnfuse_host_cuda
+inline void __syncwarp(unsigned = 0xffffffffu) { attnfuse_host_cuda::warp->bar.arrive_and_wait(); }
+inline unsigned __shfl_xor_sync(unsigned, unsigned v, int o) {
+  return attnfuse_host_cuda::lane_exchange(v, static_cast<int>(threadIdx.x % 32) ^ o);
+}
+inline float __shfl_xor_sync(unsigned m, float v, int o) { return __uint_as_float(__shfl_xor_sync(m, __float_as_uint(v), o)); }
+inline int __shfl_sync(unsigned, int v, int from) {
+  return static_cast<int>(attnfuse_host_cuda::lane_exchange(static_cast<unsigned>(v), from));
+}
+inline unsigned __ballot_sync(unsigned, bool pred) {
+  unsigned bits = 0;
+  for (int o = 0; o < 32; ++o) bits |= (attnfuse_host_cuda::lane_exchange(pred ? 1u : 0u, o) & 1u) << o;
+  return bits;
+}
 // Byte i of the result is byte (s >> 4i) & 7 of the 8 bytes (b:a).
 inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
   const unsigned long long v = (static_cast<unsigned long long>(b) << 32) | a;
@@ -93,6 +129,7 @@ void launch_on_host(unsigned blocks, unsigned threads, Kernel&& kernel) {
   blockDim = {threads, 1, 1};
   for (unsigned b = 0; b < blocks; ++b) {
     std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
+    std::vector<Warp> warps((threads + 31) / 32);  // (collectives need whole warps)
     std::vector<std::thread> pool;
     pool.reserve(threads);
     for (unsigned t = 0; t < threads; ++t)
@@ -100,6 +137,7 @@ void launch_on_host(unsigned blocks, unsigned threads, Kernel&& kernel) {
         threadIdx = {t, 0, 0};
         blockIdx = {b, 0, 0};
         block_barrier = &bar;
+        warp = &warps[t / 32];
         kernel();
       });
     for (std::thread& th : pool) th.join();
@@ -107,4 +145,5 @@ void launch_on_host(unsigned blocks, unsigned threads, Kernel&& kernel) {
 }
 }  // namespace attnfuse_host_cuda
 
+#include "codegen/cuda/kernels/combine.cuh"
 #include "codegen/cuda/kernels/rope.cuh"
