@@ -107,8 +107,12 @@ inline int __shfl_sync(unsigned, int v, int from) {
   return static_cast<int>(attnfuse_host_cuda::lane_exchange(static_cast<unsigned>(v), from));
 }
 inline unsigned __ballot_sync(unsigned, bool pred) {
+  attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
+  w.slot[threadIdx.x % 32] = pred ? 1u : 0u;
+  w.bar.arrive_and_wait();
   unsigned bits = 0;
-  for (int o = 0; o < 32; ++o) bits |= (attnfuse_host_cuda::lane_exchange(pred ? 1u : 0u, o) & 1u) << o;
+  for (int o = 0; o < 32; ++o) bits |= (w.slot[o] & 1u) << o;
+  w.bar.arrive_and_wait();
   return bits;
 }
 // Byte i of the result is byte (s >> 4i) & 7 of the 8 bytes (b:a).
