@@ -6,6 +6,7 @@
 // term or keeps one that ATFlash prunes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -102,6 +103,85 @@ TEST(PairPlanOnHost, ClassifiesEveryPairAsTheCellsDo) {
   qwen.base = 1e7;
   qwen.window_k = 0.5;
   check_plans<64, true>(qwen, 12, rng);
+}
+
+// The wgmma form's cut (rope.cuh, window_cut: Q and K prerotated with interleaved pairs, so pair
+// p is dims 2p, 2p + 1): it skips the leading k steps whose dims no cell of the warpgroup keeps,
+// masks the lead step's dead pairs, and lists the pairs it multiplies that some cell of the warp's
+// rows must have taken back out (corr). Exactness, cell by cell over the warp's rows and the
+// tile's keys: a pair's term counts (multiplied, and not taken back out) iff the cell keeps it,
+// and the skipped steps hold no pair any cell of the warpgroup keeps.
+struct CutStats {
+  int leads = 0, corrected = 0;  // cuts that skip k steps; cuts that correct a pair
+};
+
+template <int kD>
+void check_cuts(const RopeParams& params, int tiles, std::mt19937& rng, CutStats& stats) {
+  const int half = rope::rotary_dim_of(params, kD) / 2;
+  constexpr int64_t kSeq = 300000;
+  const auto& args = runtime::rope_args(params, true, kD, kSeq);
+  const RopeTables r{args.turn, args.limit, args.factor, args.half, nullptr, nullptr, 0};
+  const rope::RopeFrequencies f = rope::rope_frequencies(params, kD, kSeq);
+  std::uniform_int_distribution<int> pos(0, kSeq - 400), near(-600, 200), warp_of(0, 3), coin(0, 1);
+  for (int t = 0; t < tiles; ++t) {
+    const int g_lo = pos(rng), g_hi = g_lo + 63;  // a warpgroup's 64 query rows
+    const int w_lo = g_lo + 16 * warp_of(rng), w_hi = w_lo + 15;
+    const int k_lo = std::max(0, g_lo + near(rng)), k_hi = k_lo + 127;
+    const bool causal = coin(rng);  // causal ranges stop at the range's last query (fwd_wgmma.cuh, cut_of)
+    const int gk_hi = causal ? std::max(k_lo, std::min(k_hi, g_hi)) : k_hi;
+    const int wk_hi = causal ? std::max(k_lo, std::min(k_hi, w_hi)) : k_hi;
+    std::vector<attnfuse_kernels::WindowCut<kD>> cuts(32);
+    attnfuse_host_cuda::launch_on_host(1, 32, [&] {
+      cuts[threadIdx.x] = attnfuse_kernels::window_cut<kD>(r, g_lo, g_hi, w_lo, w_hi, k_lo, gk_hi, wk_hi);
+    });
+    SCOPED_TRACE(::testing::Message() << "warpgroup " << g_lo << ".." << g_hi << ", warp " << w_lo << ".." << w_hi
+                                      << ", keys " << k_lo << ".." << gk_hi << " / " << wk_hi);
+    const auto& c = cuts[0];
+    ASSERT_GE(c.lead, 0);
+    ASSERT_LT(c.lead, kD / 16);
+    stats.leads += c.lead > 0;
+    for (uint32_t word : c.corr) stats.corrected += word != 0u;
+    const auto bit = [](const uint32_t* words, int p) { return ((words[p >> 5] >> (p & 31)) & 1u) != 0; };
+    const auto in = [&](int p, int q, int k) {
+      return rope::pair_in_window(params.window_k, rope::wavelength(f.inv_freq[static_cast<size_t>(p)]), q - k);
+    };
+    for (int p = 0; p < half; ++p) {
+      // Multiplied: pairs from the lead step on (8 pairs a step), less the lead step's unkept ones.
+      const bool in_lead_step = p / 8 == c.lead;
+      const bool multiplied = p / 8 >= c.lead && !(in_lead_step && !bit(c.kept, p));
+      if (!multiplied) {  // skipped or masked: no cell of the warpgroup keeps it
+        for (int q = g_lo; q <= g_hi; ++q)
+          for (int k = k_lo; k <= gk_hi; ++k) ASSERT_FALSE(in(p, q, k)) << "pair " << p << " dropped at " << q << ", " << k;
+      }
+      for (int q = w_lo; q <= w_hi; ++q)
+        for (int k = k_lo; k <= wk_hi; ++k) {
+          if (causal && k > q) continue;  // masked whatever its score
+          const bool counts = multiplied && (!bit(c.corr, p) || in(p, q, k));
+          ASSERT_EQ(counts, in(p, q, k)) << "pair " << p << " at query " << q << ", key " << k;
+        }
+    }
+  }
+}
+
+TEST(PairPlanOnHost, WgmmaWindowCutIsExactCellByCell) {
+  std::mt19937 rng(5);
+  RopeParams llama32;
+  llama32.base = 500000;
+  llama32.rope_type = RopeScaling::Llama3;
+  llama32.factor = 32;
+  llama32.original_max_position_embeddings = 8192;
+  CutStats stats;
+  for (double k : {0.25, 1.0, 4.0}) {
+    llama32.window_k = k;
+    check_cuts<128>(llama32, 10, rng, stats);
+  }
+  RopeParams qwen;
+  qwen.base = 1e7;
+  qwen.window_k = 1;
+  check_cuts<64>(qwen, 10, rng, stats);
+  // The sweep reaches both of the cut's mechanisms.
+  EXPECT_GT(stats.leads, 0);
+  EXPECT_GT(stats.corrected, 0);
 }
 
 }  // namespace
