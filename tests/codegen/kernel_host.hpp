@@ -2,11 +2,13 @@
 // - a routine whose threads work on disjoint items runs one emulated thread at a time (set
 //   threadIdx.x, call it);
 // - a whole kernel runs through launch_on_host(): each block's threads on their own std::threads,
-//   __syncthreads() a barrier, __shared__ arrays one per kernel (blocks run one after another).
+//   __syncthreads() a real barrier, each __shared__ array one per kernel (blocks run one after
+//   another); every thread must reach each barrier, as on the GPU;
 // - warp collectives (shuffles, ballots, __syncwarp) meet at a barrier of the warp's 32 threads.
 // The CUDA keywords and the intrinsics those routines use are C++ here (sin, cos and exp in fp32
-// libm, where the GPU's MUFU is within ~4e-7). Tensor-core and copy instructions are not run. Include this header instead of a kernel header (its sources build with
-// -Wno-unknown-pragmas: GCC does not know #pragma unroll; tests/CMakeLists.txt).
+// libm, where the GPU's MUFU is within ~4e-7); tensor-core and copy instructions are not run.
+// Include this header instead of a kernel header; its tests build with -Wno-unknown-pragmas (GCC
+// does not know #pragma unroll; tests/CMakeLists.txt).
 #pragma once
 
 #include <barrier>
