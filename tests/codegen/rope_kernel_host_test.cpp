@@ -166,7 +166,7 @@ TEST(RopeKernelOnHost, CallerTablesAreUsedAsGiven) {
 // rotate with rope_rotate_pair and round once), on its 16-byte and 32-bit paths, and in the
 // interleaved layout rope_window's wgmma form reads (pair r at dims 2r, 2r + 1).
 template <class E, int D, bool kNeox, bool kInterleave = false>
-void check_prerotation(const RopeParams& params, bool vec, std::mt19937& rng) {
+void check_prerotation(const RopeParams& params, bool vec, std::mt19937& rng, bool caller_tables = false) {
   ASSERT_EQ(params.style == RopeStyle::Neox, kNeox);
   constexpr int B = 2, Hq = 4, Hkv = 2, Nq = 5, Nk = 37, kPitch = D + 8;  // rows padded: strided sources
   constexpr int64_t q_offset = 1000;
@@ -192,9 +192,21 @@ void check_prerotation(const RopeParams& params, bool vec, std::mt19937& rng) {
   r.pos0[1] = 0;
   r.rope = runtime::rope_args(params, false, D, q_offset + Nq);
   r.vec = vec;
+  std::vector<float> cos_t, sin_t;  // the caller's tables: random rotations, not RoPE's
+  if (caller_tables) {
+    const int positions = static_cast<int>(q_offset + Nq), half = r.rope.half;
+    cos_t.resize(static_cast<size_t>(positions) * half), sin_t.resize(cos_t.size());
+    std::uniform_real_distribution<double> ang(-3.1, 3.1);
+    for (size_t i = 0; i < cos_t.size(); ++i) {
+      const double a = ang(rng);
+      cos_t[i] = static_cast<float>(std::cos(a)), sin_t[i] = static_cast<float>(std::sin(a));
+    }
+    r.rope.cos_table = cos_t.data(), r.rope.sin_table = sin_t.data(), r.rope.table_positions = positions;
+  }
   attnfuse_host_cuda::launch_on_host(3, codegen::cuda::kRotateThreads,
                                      [&] { RotateKernel<E, D, kNeox, kInterleave>::run(r); });
-  const RopeTables tables{r.rope.turn, r.rope.limit, r.rope.factor, r.rope.half, nullptr, nullptr, 0};
+  const RopeTables tables{r.rope.turn,      r.rope.limit,     r.rope.factor,          r.rope.half,
+                          r.rope.cos_table, r.rope.sin_table, r.rope.table_positions};
   const int half = r.rope.half;
   for (int t = 0; t < 2; ++t)
     for (int64_t row = 0; row < r.rows[t]; ++row) {
@@ -229,6 +241,7 @@ TEST(RopeKernelOnHost, PrerotationKernelGivesTheFusedRotationsBits) {
     RopeParams partial = llama3;  // unrotated dims copied through
     partial.rotary_dim = 64;
     check_prerotation<f16_t, 128, true>(partial, vec, rng);
+    check_prerotation<bf16_t, 128, true>(llama3, vec, rng, true);  // the caller's cos/sin tables
   }
 }
 
