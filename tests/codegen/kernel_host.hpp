@@ -6,9 +6,10 @@
 //   another); every thread must reach each barrier, as on the GPU;
 // - warp collectives (shuffles, ballots, __syncwarp) meet at a barrier of the warp's 32 threads.
 // The CUDA keywords and the intrinsics those routines use are C++ here (sin, cos and exp in fp32
-// libm, where the GPU's MUFU is within ~4e-7); tensor-core and copy instructions are not run.
+// libm, where the GPU's MUFU is within ~4e-7; the element conversions of common/dtype.hpp);
+// tensor-core and copy instructions are not run.
 // Include this header instead of a kernel header; its tests build with -Wno-unknown-pragmas (GCC
-// does not know #pragma unroll; tests/CMakeLists.txt).
+// does not know #pragma unroll) and -ffp-contract=off (tests/CMakeLists.txt says why).
 #pragma once
 
 #include <barrier>
@@ -150,6 +151,24 @@ void launch_on_host(unsigned blocks, unsigned threads, Kernel&& kernel) {
   }
 }
 }  // namespace attnfuse_host_cuda
+
+#include "codegen/cuda/kernels/primitives.cuh"
+#include "common/dtype.hpp"
+
+// The element conversions: primitives.cuh's are PTX, so the host takes the project's own
+// (round to nearest even, as cvt.rn does).
+namespace attnfuse_kernels {
+template <>
+struct ElementTraits<bf16_t> {
+  static u32 pack(float lo, float hi) { return attnfuse::f32_to_bf16(lo) | (u32{attnfuse::f32_to_bf16(hi)} << 16); }
+  static float to_float(u16 h) { return attnfuse::bf16_to_f32(h); }
+};
+template <>
+struct ElementTraits<f16_t> {
+  static u32 pack(float lo, float hi) { return attnfuse::f32_to_f16(lo) | (u32{attnfuse::f32_to_f16(hi)} << 16); }
+  static float to_float(u16 h) { return attnfuse::f16_to_f32(h); }
+};
+}  // namespace attnfuse_kernels
 
 #include "codegen/cuda/kernels/combine.cuh"
 #include "codegen/cuda/kernels/rope.cuh"

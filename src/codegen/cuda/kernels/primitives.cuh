@@ -34,34 +34,7 @@ template <> struct ElementTraits<f16_t> {
     return f;
   }
 };
-#else
-// The host build of the kernel headers (tests/codegen/kernel_host.hpp, which runs kernel
-// routines one thread at a time in CI, where there is no GPU): the same conversions, rounded to
-// nearest even, in C++.
-template <> struct ElementTraits<bf16_t> {
-  static u32 round(float f) {
-    const u32 u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // NaN stays NaN
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  }
-  static u32 pack(float lo, float hi) { return round(lo) | (round(hi) << 16); }
-  static float to_float(u16 h) { return __uint_as_float(((u32)h) << 16); }
-};
-template <> struct ElementTraits<f16_t> {
-  static u32 bits(float f) {
-    const _Float16 h = static_cast<_Float16>(f);
-    u16 b;
-    __builtin_memcpy(&b, &h, 2);
-    return b;
-  }
-  static u32 pack(float lo, float hi) { return bits(lo) | (bits(hi) << 16); }
-  static float to_float(u16 h) {
-    _Float16 f;
-    __builtin_memcpy(&f, &h, 2);
-    return static_cast<float>(f);
-  }
-};
-#endif
+#endif  // the host build of these headers (tests/codegen/kernel_host.hpp) defines its own
 
 // D = A(16x16, row) * B(16x8, col) + D, fp32 accumulators.
 template <class T> __device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1);
