@@ -173,16 +173,17 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    pages of 16 both were slower (0.2787 -> 0.3175, 0.0466 -> 0.0471;
 //    bench/results/2026-12-02-h200-session15/call2/).
 //  - more rows (speculative decoding with wide groups): 64 rows over 4 warps, 64-key tiles.
-//  - `rotates` (fused RoPE over a contiguous cache: each K tile is rotated in shared memory
-//    between its arrival and its product) keeps two stages in split calls too: the rotation's
+//  - `rotates` (fused RoPE: each K tile is rotated in shared memory between its arrival and its
+//    product) keeps two stages in split calls too: the rotation's
 //    chains (LDS -> angle -> MUFU sin/cos -> rotate -> STS) are latency-bound, and the third
 //    block per SM hides them where the deeper pipeline did not. On an H100, fused RoPE decode
 //    (ms, three stages -> two, two rounds): Llama-3-8B B1 / 32k 0.094 -> 0.085, B8 / 32k 0.609
 //    -> 0.499-0.503, B32 / 4k 0.268 -> 0.269, Llama-3-70B B1 / 32k 0.097 -> 0.089, B1 / 128k
 //    0.316 -> 0.278 (bench/results/2026-12-05-h100-session39/). Nsight on the three-stage tile
 //    at B8 (call3): 38% of the warp samples stall on fixed-latency dependencies and 27% issue,
-//    against 20% waiting on memory in the plain cp.async tile. Paged rope decode was not
-//    measured, so it keeps the deep tile for short parts.
+//    against 20% waiting on memory in the plain cp.async tile. Paged caches too: 70B B1 / 32k,
+//    fused, 0.104-0.105 -> 0.094-0.097 ms at pages of 16 and of 64 (two rounds, H100,
+//    bench/results/2026-12-05-h100-session40/call1/).
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
 inline constexpr int64_t kPagedDeepMaxTiles = 32;
@@ -212,7 +213,7 @@ struct DecodeTileCall {
   bool split = false;      // the call cuts the key axis into parts
   bool wide_keys = false;  // Hopper's 128-key tile (cuda_decode_wide_keys)
   bool paged = false;      // K/V in pages
-  bool rotates = false;    // fused RoPE over a contiguous cache: K tiles rotated in the kernel
+  bool rotates = false;    // fused RoPE: K tiles rotated in the kernel
 };
 
 constexpr TileConfig cuda_decode_tile(const DecodeTileCall& c) {

@@ -25,10 +25,29 @@
 namespace attnfuse::runtime {
 namespace {
 
-// The in-memory key: exactly the structure the generated source depends on (never the scalars,
-// so changing a window size or a slope does not recompile), packed into one integer so a warm
-// lookup costs no allocation.
-uint64_t structural_key(const KernelSpec& s, int arch) {
+std::string describe(const KernelSpec& s) {
+  std::string masks;
+  for (MaskKind k : {MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::BlockSparse, MaskKind::Document})
+    if (s.masks.has(k)) masks += std::string(masks.empty() ? "" : "+") + mask_kind_name(k);
+  std::string mods;
+  for (int i = 0; i < s.modifiers.size(); ++i)
+    mods += std::string(mods.empty() ? "" : "+") + modifier_kind_name(s.modifiers[i]);
+  const std::string rope = s.score == ScoreKind::ScaledDot
+                               ? ""
+                               : fmt::format(" ({} {})", rope_style_name(s.scalars.rope.style),
+                                             rope_mode_name(s.rope_mode));
+  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}{}{}", score_kind_name(s.score), rope,
+                     norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
+                     dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
+                     s.tile.wgmma ? (s.tile.producer_warp ? " wgmma producer" : " wgmma") : "",
+                     s.tile.min_blocks > 1 ? fmt::format(" x{}/SM", s.tile.min_blocks) : "",
+                     s.tile.pack_gqa ? (s.tile.tma_kv ? (s.tile.producer_warp ? " decode tma producer" : " decode tma") : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "",
+                     s.tile.skip_row_groups ? " row-group skips" : "");
+}
+
+}  // namespace
+
+uint64_t module_key(const KernelSpec& s, int arch) {
   uint64_t k = 0;
   auto put = [&k](uint64_t value, int bits) { k = (k << bits) | (value & ((1ull << bits) - 1)); };
   put(static_cast<uint64_t>(s.score), 2);
@@ -52,30 +71,9 @@ uint64_t structural_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.tile.tma_kv), 1);         // ... with K/V by TMA
   put(static_cast<uint64_t>(s.tile.producer_warp), 1);  // ... issued by a producer warp
   put(static_cast<uint64_t>(s.tile.skip_row_groups), 1);  // block-sparse row groups skip
-  return k;  // 61 bits
+  put(static_cast<uint64_t>(codegen::cuda::rope_half_in_kernel(s) > 0), 1);  // the rotation spans the head
+  return k;  // 62 bits
 }
-
-std::string describe(const KernelSpec& s) {
-  std::string masks;
-  for (MaskKind k : {MaskKind::Causal, MaskKind::SlidingWindow, MaskKind::BlockSparse, MaskKind::Document})
-    if (s.masks.has(k)) masks += std::string(masks.empty() ? "" : "+") + mask_kind_name(k);
-  std::string mods;
-  for (int i = 0; i < s.modifiers.size(); ++i)
-    mods += std::string(mods.empty() ? "" : "+") + modifier_kind_name(s.modifiers[i]);
-  const std::string rope = s.score == ScoreKind::ScaledDot
-                               ? ""
-                               : fmt::format(" ({} {})", rope_style_name(s.scalars.rope.style),
-                                             rope_mode_name(s.rope_mode));
-  return fmt::format("{}{} {} [{}] [{}] {} D={} tile {}x{}{}{}{}{}{}", score_kind_name(s.score), rope,
-                     norm_kind_name(s.norm), masks.empty() ? "full" : masks, mods,
-                     dtype_name(s.dtype), s.head_dim, s.tile.block_q, s.tile.block_k,
-                     s.tile.wgmma ? (s.tile.producer_warp ? " wgmma producer" : " wgmma") : "",
-                     s.tile.min_blocks > 1 ? fmt::format(" x{}/SM", s.tile.min_blocks) : "",
-                     s.tile.pack_gqa ? (s.tile.tma_kv ? (s.tile.producer_warp ? " decode tma producer" : " decode tma") : " decode") : "", s.kv_layout == KvLayout::Paged ? " paged" : "",
-                     s.tile.skip_row_groups ? " row-group skips" : "");
-}
-
-}  // namespace
 
 std::string cache_key(const KernelSpec& spec, int arch) {
   std::string material = codegen::cuda::emit_forward(spec);
@@ -158,7 +156,7 @@ KernelSpec CudaKernel::resolved(RopeMode mode, int64_t decode_rows, KvLayout kv,
                  tma, kv == KvLayout::Paged,
                  pages == PageCopy::TmaLargeBoxes || pages == PageCopy::TmaSmallBoxesProduced),
              .paged = kv == KvLayout::Paged,
-             .rotates = codegen::cuda::rotates_in_kernel(spec_.score, mode) && kv == KvLayout::Contiguous}));
+             .rotates = codegen::cuda::rotates_in_kernel(spec_.score, mode)}));
     if (spec_.score == ScoreKind::RopeWindow) r.tile.stages = 2;  // its pair plan runs one tile ahead
     r.tile.tma_kv = tma;
     r.tile.producer_warp =
@@ -285,7 +283,7 @@ const LoadedModule& load_module(const KernelSpec& spec) {
   const DeviceInfo& dev = device_info();
   // The device's own arch: sm_90 builds as sm_90a (wgmma, TMA), whose cubins load on Hopper only.
   const int arch = dev.arch();
-  const uint64_t key = structural_key(spec, arch);
+  const uint64_t key = module_key(spec, arch);
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(key); it != loaded.end()) return *it->second;
   if (dev.arch() < 80)
@@ -327,7 +325,7 @@ const CudaKernel& cuda_kernel(const KernelSpec& requested) {
   static std::mutex mu;
   static std::unordered_map<uint64_t, std::unique_ptr<CudaKernel>> kernels;
   const DeviceInfo& dev = device_info();
-  const uint64_t key = structural_key(spec, dev.arch());
+  const uint64_t key = module_key(spec, dev.arch());
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kernels.find(key); it != kernels.end()) return *it->second;
   auto kernel = std::make_unique<CudaKernel>(spec);

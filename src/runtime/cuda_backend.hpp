@@ -28,6 +28,13 @@ struct CompiledBinary {
 // headers, the NVRTC options and version, and the attnfuse version (DESIGN §5).
 std::string cache_key(const KernelSpec& spec, int arch);
 
+// The in-memory module key of spec on arch: exactly the structure the generated source depends
+// on (never the scalars, so changing a window size, a slope or a partial rotary span does not
+// recompile), packed into one integer so that a warm lookup costs no allocation. Two specs with
+// one key must emit one source (tests/runtime/cuda_backend_test.cpp checks it over every
+// combinator's parameters).
+uint64_t module_key(const KernelSpec& spec, int arch);
+
 // Emits and compiles spec for arch (sm_80: 80, sm_90: 90), through the disk cache.
 CompiledBinary compile_cuda(const KernelSpec& spec, int arch);
 

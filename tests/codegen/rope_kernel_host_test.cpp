@@ -90,17 +90,19 @@ void expect_rotated(const std::vector<E>& before, const std::vector<E>& got, con
   EXPECT_GT(checked, 0);
 }
 
-// Runs rotate_tile_at over a tile with kThreads emulated threads.
-template <class E, bool kNeox, int kRows, int kStride, int kThreads, class PosOf>
+// Runs rotate_tile_at over a tile with kThreads emulated threads; kHalf > 0: the pair count
+// known at compile time, as the fused kernels know it (the fixed-unit form where it fits).
+template <class E, bool kNeox, int kRows, int kStride, int kThreads, int kHalf = 0, class PosOf>
 void rotate_on_host(std::vector<E>& tile, PosOf&& pos_of, const RopeTables& r) {
   for (unsigned t = 0; t < kThreads; ++t) {
     threadIdx.x = t;
-    attnfuse_kernels::rotate_tile_at<E, kNeox, kRows, kStride, kThreads>(tile.data(), pos_of, r);
+    attnfuse_kernels::rotate_tile_at<E, kNeox, kRows, kStride, kThreads, kHalf>(tile.data(), pos_of, r);
   }
 }
 
-template <class E, bool kNeox, int D, int kRows, int kThreads>
+template <class E, bool kNeox, int D, int kRows, int kThreads, int RotaryDim = 0>
 void check_computed(const RopeParams& params, int64_t pos0, std::mt19937& rng) {
+  ASSERT_EQ(rope::rotary_dim_of(params, D), RotaryDim > 0 ? RotaryDim : D);
   constexpr int kStride = D + 8;  // the kernels' padded rows
   ASSERT_EQ(params.style == RopeStyle::Neox, kNeox) << "the kernel's pairing is the params' style";
   const auto& args = runtime::rope_args(params, false, D, pos0 + 4 * kRows);
@@ -111,6 +113,12 @@ void check_computed(const RopeParams& params, int64_t pos0, std::mt19937& rng) {
   const auto pos_of = [&](int row) { return static_cast<int>(pos0 + 3 * (row / 2)); };
   rotate_on_host<E, kNeox, kRows, kStride, kThreads>(tile, pos_of, r);
   expect_rotated<E, kRows, kStride>(before, tile, params, D, pos_of);
+  // The fused kernels' form (compile-time pair count: one pair unit per thread where it fits)
+  // gives the same bits as the generic loop.
+  constexpr int kHalf = (RotaryDim > 0 ? RotaryDim : D) / 2;
+  std::vector<E> fixed = before;
+  rotate_on_host<E, kNeox, kRows, kStride, kThreads, kHalf>(fixed, pos_of, r);
+  for (size_t i = 0; i < tile.size(); ++i) ASSERT_EQ(fixed[i].bits, tile[i].bits) << "element " << i;
 }
 
 TEST(RopeKernelOnHost, ComputedAnglesMatchTheFloat64Rotation) {
@@ -123,19 +131,21 @@ TEST(RopeKernelOnHost, ComputedAnglesMatchTheFloat64Rotation) {
   check_computed<bf16_t, true, 128, 64, 128>(llama3, 131000, rng);  // a decode K tile
   check_computed<bf16_t, true, 128, 16, 128>(llama3, 7, rng);       // a decode Q tile
   check_computed<bf16_t, true, 128, 128, 256>(llama3, 2000, rng);   // a prefill Q tile
+  check_computed<bf16_t, true, 128, 6, 128>(llama3, 50, rng);       // the last pass partial
+  check_computed<bf16_t, true, 96, 64, 128>(llama3, 900, rng);      // 24 units: the generic loop
   RopeParams gptj;  // GPT-J: interleaved pairs over a quarter of the head
   gptj.style = RopeStyle::Gptj;
   gptj.rotary_dim = 16;
-  check_computed<f16_t, false, 64, 64, 128>(gptj, 4097, rng);
+  check_computed<f16_t, false, 64, 64, 128, 16>(gptj, 4097, rng);
   RopeParams yarn;  // an attention factor != 1, neox over half the head
   yarn.rope_type = RopeScaling::Yarn;
   yarn.factor = 4;
   yarn.original_max_position_embeddings = 4096;
   yarn.rotary_dim = 64;
-  check_computed<f16_t, true, 128, 64, 128>(yarn, 16000, rng);
+  check_computed<f16_t, true, 128, 64, 128, 64>(yarn, 16000, rng);
   RopeParams yarn_gptj = yarn;
   yarn_gptj.style = RopeStyle::Gptj;
-  check_computed<bf16_t, false, 256, 64, 128>(yarn_gptj, 3, rng);
+  check_computed<bf16_t, false, 256, 64, 128, 64>(yarn_gptj, 3, rng);
 }
 
 TEST(RopeKernelOnHost, CallerTablesAreUsedAsGiven) {

@@ -1,8 +1,10 @@
 // The CUDA backend's host-side choices that need no GPU (runtime/cuda_backend.hpp): tiles fitted
-// to a device's shared memory per block (fit_shared_memory), and the queries per sequence that
-// choose the decode variant.
+// to a device's shared memory per block (fit_shared_memory), the queries per sequence that
+// choose the decode variant, and the in-memory module key.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -162,6 +164,86 @@ TEST(FitSharedMemory, FittedTilesCompile) {
     EXPECT_FALSE(r.binary.empty()) << r.log;
     EXPECT_EQ(r.spill_bytes, 0) << r.log;
   }
+}
+
+// The runtime's in-memory module cache is keyed by module_key, which leaves the scalars out so
+// that a new window size or slope reuses its module. So every two specs with one key must emit
+// one source, or a warm lookup serves one program's kernel to another: in session 40 the
+// compile-time pair count of the fused rotation (Spec::kRopeHalf) was emitted from rotary_dim
+// while the key held no trace of it, and a partial rotary span ran a full span's kernel on the
+// GPU. Each program below is taken in both RoPE placements, in its prefill, decode and paged
+// tiles, at two head dims, on sm_80 and sm_90.
+TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
+  const std::vector<std::string> programs = {
+      "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 128)) @ V",
+      "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 4096)) @ V",
+      "softmax(softcap(causal(scaled_dot_product(Q, K)), 30)) @ V",
+      "softmax(softcap(causal(scaled_dot_product(Q, K)), 50)) @ V",
+      "softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V",
+      "softmax(alibi(causal(scaled_dot_product(Q, K)), slopes=[0.5])) @ V",
+      "softmax(causal(scaled_dot_product(Q, K, scale=0.1))) @ V",
+      "softmax(causal(rope(Q, K))) @ V",
+      "softmax(causal(rope(Q, K, base=500000))) @ V",
+      "softmax(causal(rope(Q, K, rotary_dim=16))) @ V",
+      "softmax(causal(rope(Q, K, rotary_dim=32))) @ V",
+      "softmax(causal(rope(Q, K, rotary_dim=64))) @ V",
+      "softmax(causal(rope(Q, K, rotary_dim=128))) @ V",
+      "softmax(causal(rope(Q, K, style=gptj))) @ V",
+      "softmax(causal(rope(Q, K, style=gptj, rotary_dim=16))) @ V",
+      "softmax(causal(rope(Q, K, rope_type=yarn, factor=4, original_max_position_embeddings=4096))) @ V",
+      "softmax(causal(rope_window(Q, K, k=1))) @ V",
+      "softmax(causal(rope_window(Q, K, k=2, rotary_dim=32))) @ V",
+      "softmax(causal(rope_window(Q, K, k=2, style=gptj))) @ V",
+  };
+  struct Built {
+    std::string name;
+    KernelSpec spec;
+  };
+  std::vector<Built> specs;
+  for (const std::string& text : programs)
+    for (int d : {64, 128})
+      for (RopeMode mode : {RopeMode::Fused, RopeMode::Prerotate})
+        for (int tile : {0, 1, 2}) {  // prefill, decode, paged decode
+          if (d == 64 && text.find("rotary_dim=128") != std::string::npos) continue;  // past the head
+          KernelSpec s = Program::parse(text).compile({Target::Cuda, DType::BF16, d});
+          if (s.score == ScoreKind::ScaledDot && mode == RopeMode::Prerotate) continue;
+          if (s.score != ScoreKind::ScaledDot) {
+            s.rope_mode = mode;
+            s.tile = passes::cuda_tile_for_rope_mode(s, mode);
+          }
+          if (tile > 0) {
+            s.tile = passes::cuda_decode_tile(
+                {.head_dim = d, .rows = 8, .split = true, .paged = tile == 2, .rotates = codegen::cuda::rotates_in_kernel(s)});
+            if (tile == 2) s.kv_layout = KvLayout::Paged;
+          }
+          specs.push_back({fmt::format("{} D={} {} tile {}", text, d, rope_mode_name(mode), tile), s});
+        }
+  std::map<uint64_t, std::pair<std::string, std::string>> first;  // key -> (name, source)
+  int shared = 0;
+  for (int arch : {80, 90})
+    for (const Built& b : specs) {
+      const std::string source = codegen::cuda::emit_forward(b.spec);
+      const auto [it, fresh] = first.try_emplace(module_key(b.spec, arch), b.name, source);
+      if (fresh) continue;
+      ++shared;
+      EXPECT_TRUE(it->second.second == source) << "one module key, two sources: " << it->second.first << " and " << b.name;
+    }
+  // The scalars stay out of the key: the window sizes, softcaps, slopes, scales, bases, scalings
+  // and partial spans above share modules (a fixed count, so a key that took in a scalar fails).
+  EXPECT_GE(shared, 100);
+  // A partial rotary span and the whole head are two modules in the fused placement; two partial
+  // spans are one.
+  const auto key = [](const char* text, RopeMode mode) {
+    KernelSpec s = Program::parse(text).compile({Target::Cuda, DType::BF16, 128});
+    s.rope_mode = mode;
+    return module_key(s, 90);
+  };
+  EXPECT_NE(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Fused),
+            key("softmax(causal(rope(Q, K))) @ V", RopeMode::Fused));
+  EXPECT_EQ(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Fused),
+            key("softmax(causal(rope(Q, K, rotary_dim=64))) @ V", RopeMode::Fused));
+  EXPECT_EQ(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Prerotate),
+            key("softmax(causal(rope(Q, K))) @ V", RopeMode::Prerotate));
 }
 
 }  // namespace

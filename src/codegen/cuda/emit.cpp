@@ -93,6 +93,11 @@ bool interleaves_pairs(const KernelSpec& spec) {
          spec.scalars.rope.style == RopeStyle::Neox;
 }
 
+int rope_half_in_kernel(const KernelSpec& spec) {
+  const int rotary_dim = spec.scalars.rope.rotary_dim;
+  return rotates_in_kernel(spec) && (rotary_dim == 0 || rotary_dim == spec.head_dim) ? spec.head_dim / 2 : 0;
+}
+
 std::string emit_forward(const KernelSpec& spec) {
   check_supported(spec);
   const auto& mods = spec.modifiers;
@@ -154,6 +159,10 @@ struct Spec {{
   static constexpr bool kRotate = {rotate};
   static constexpr bool kPairWindow = {pair_window};
   static constexpr bool kNeox = {neox};
+  // Pairs the in-kernel rotation turns where it spans the whole head (D / 2; 0: a partial span,
+  // read at run time, or no rotation): compile-time, so each thread of a tile's rotation keeps
+  // one pair unit (rope.cuh, rotate_rows_fixed_unit).
+  static constexpr int kRopeHalf = {rope_half};
   // Sequences: documents (cu_seqlens), a paged K/V cache, BlockMask rows; the decode variant
   // packs a GQA group's query heads into the tile rows.
   static constexpr bool kDocument = {document};
@@ -187,6 +196,7 @@ extern "C" __global__ void __launch_bounds__({threads}, {min_blocks})
 {combine_entry}{rotate_entry})",
       fmt::arg("element", element), fmt::arg("rotate", rotates_in_kernel(spec)),
       fmt::arg("pair_window", spec.score == ScoreKind::RopeWindow), fmt::arg("neox", neox && !interleave),
+      fmt::arg("rope_half", rope_half_in_kernel(spec)),
       fmt::arg("rotate_entry", rotate_entry), fmt::arg("combine_entry", combine_entry),
       fmt::arg("document", spec.masks.has(MaskKind::Document)),
       fmt::arg("paged", spec.kv_layout == KvLayout::Paged),

@@ -58,5 +58,11 @@ bool rotates_in_kernel(ScoreKind score, RopeMode mode);
 // forward kernel reads them so: rope_window's wgmma form, which prunes whole 16-dim k steps and
 // wants 8 whole pairs in each (rope.cuh, WindowCut).
 bool interleaves_pairs(const KernelSpec& spec);
+// The pairs the in-kernel rotation turns, compiled into the module (Spec::kRopeHalf, which lets
+// each thread keep one pair unit: rope.cuh, rotate_rows_fixed_unit): head_dim / 2 where the
+// rotation spans the whole head (rotary_dim 0 or D), else 0, and the kernel reads a partial span
+// at run time. Only whether the span is whole is structure (the runtime's in-memory module key
+// holds that one bit), so the rotary_dim of a partial span never recompiles.
+int rope_half_in_kernel(const KernelSpec& spec);
 
 }  // namespace attnfuse::codegen::cuda

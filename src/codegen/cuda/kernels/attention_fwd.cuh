@@ -217,7 +217,7 @@ struct FwdKernel {
 
   // Fused placement: rotate a K tile that has landed in smem to key positions n0, n0 + 1, ...
   static __device__ __forceinline__ void rotate_k_tile(const RopeTables& rt, Element* k_tile, int n0) {
-    rotate_tile<Element, kNeox, kBN, kStride, kThreads>(k_tile, n0, rt);
+    rotate_tile<Element, kNeox, kBN, kStride, kThreads, Spec::kRopeHalf>(k_tile, n0, rt);
   }
 
   // rope_window: the Q fragment registers of 16-dim chunk kk with every dim that is not live in
@@ -741,7 +741,7 @@ struct FwdKernel {
       // barrier publishes it).
       cp_async_wait<0>();
       __syncthreads();
-      rotate_tile_at<Element, kNeox, kBM, kStride, kThreads>(
+      rotate_tile_at<Element, kNeox, kBM, kStride, kThreads, Spec::kRopeHalf>(
           sQ,
           [&](int row) {
             int i, h;

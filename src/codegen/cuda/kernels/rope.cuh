@@ -52,6 +52,14 @@ __device__ __forceinline__ RopeTables stage_rope_tables(const RopeArgs& r, char*
 // kSource: where they come from, tested per call (Either: a branch on r.cos_table at every pair)
 // or fixed by a caller that tested it once for a whole tile.
 enum class RopeSource { Either, Tables, Computed };
+// The computed form, from the pair's turn (RopeTables::turn).
+__device__ __forceinline__ void turn_cos_sin(unsigned long long turn, int pos, float factor, float& c, float& s) {
+  const unsigned long long turns = (unsigned long long)(long long)pos * turn;
+  const float angle = (float)(int)(turns >> 32) * 1.4629180792671596e-9f;  // 2π / 2^32
+  __sincosf(angle, &s, &c);
+  c *= factor;
+  s *= factor;
+}
 template <RopeSource kSource>
 struct RopeSourceTag {
   static constexpr RopeSource value = kSource;
@@ -68,11 +76,7 @@ __device__ __forceinline__ void rope_cos_sin(const RopeTables& r, int pos, int p
     s = __ldg(r.sin_table + i);
     return;
   }
-  const unsigned long long turns = (unsigned long long)(long long)pos * r.turn[pair];
-  const float angle = (float)(int)(turns >> 32) * 1.4629180792671596e-9f;  // 2π / 2^32
-  __sincosf(angle, &s, &c);
-  c *= r.factor;
-  s *= r.factor;
+  turn_cos_sin(r.turn[pair], pos, r.factor, c, s);
 }
 
 // (a, b) -> (a cos - b sin, b cos + a sin): the rotation of DESIGN §2 (HF rotate_half / GPT-J).
@@ -102,11 +106,10 @@ __device__ __forceinline__ void pair_units(int u, int half, int& off_a, int& off
   }
 }
 
-// Rotates pairs (2u, 2u+1) held in units wa (at off_a) and wb (at off_b) to position pos.
-// Returns the rotated units; x[e] / y[e] (e = 0, 1) receive the rotated fp32 (a, b) of each pair.
-template <class Element, bool kNeox, RopeSource kSource = RopeSource::Either>
-__device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u, u32& wa, u32& wb,
-                                             float (&x)[2], float (&y)[2]) {
+// rotate_units (below) with the two pairs' cos and sin given: (c0, s0) for pair 2u, (c1, s1) for 2u+1.
+template <class Element, bool kNeox>
+__device__ __forceinline__ void rotate_units_by(float c0, float s0, float c1, float s1, u32& wa, u32& wb,
+                                                float (&x)[2], float (&y)[2]) {
   float a0, a1, b0, b1;
   if (kNeox) {  // wa = (a of pair 2u, a of pair 2u+1), wb = the b dims
     unpack2<Element>(wa, a0, a1);
@@ -115,11 +118,8 @@ __device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u
     unpack2<Element>(wa, a0, b0);
     unpack2<Element>(wb, a1, b1);
   }
-  float c, s;
-  rope_cos_sin<kSource>(r, pos, 2 * u, c, s);
-  rope_rotate_pair(a0, b0, c, s);
-  rope_cos_sin<kSource>(r, pos, 2 * u + 1, c, s);
-  rope_rotate_pair(a1, b1, c, s);
+  rope_rotate_pair(a0, b0, c0, s0);
+  rope_rotate_pair(a1, b1, c1, s1);
   x[0] = a0, x[1] = a1, y[0] = b0, y[1] = b1;
   using T = ElementTraits<Element>;
   if (kNeox) {
@@ -129,6 +129,17 @@ __device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u
     wa = T::pack(a0, b0);
     wb = T::pack(a1, b1);
   }
+}
+
+// Rotates pairs (2u, 2u+1) held in units wa (at off_a) and wb (at off_b) to position pos.
+// Returns the rotated units; x[e] / y[e] (e = 0, 1) receive the rotated fp32 (a, b) of each pair.
+template <class Element, bool kNeox, RopeSource kSource = RopeSource::Either>
+__device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u, u32& wa, u32& wb,
+                                             float (&x)[2], float (&y)[2]) {
+  float c0, s0, c1, s1;
+  rope_cos_sin<kSource>(r, pos, 2 * u, c0, s0);
+  rope_cos_sin<kSource>(r, pos, 2 * u + 1, c1, s1);
+  rotate_units_by<Element, kNeox>(c0, s0, c1, s1, wa, wb, x, y);
 }
 
 // Visits the items (row, two pairs) of a kRows-row shared-memory tile (row pitch kStride
@@ -171,27 +182,92 @@ __device__ __forceinline__ void for_each_unit_pair(Element* tile, int half, Body
   }
 }
 
-// Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos_of(i). The
-// source of cos and sin is tested once per tile, so that the batched loop body holds no branch:
-// tested at every pair (2026-12-01, caller tables), the fused kernel's rotation lost the overlap
-// of its four items per thread, and the kernel 21% of its speed (Llama-3-8B 16k 13.46 -> 16.3 ms
-// on an H100, bench/results/2026-12-05-h100-session38/call2/).
-template <class Element, bool kNeox, int kRows, int kStride, int kThreads, class PosOf>
+// rotate_tile_at's form where the block's threads cover whole rows of units (kThreads a multiple
+// of the kHalf / 2 units of a row, kHalf known at compile time): thread t always takes unit
+// t % units, of rows t / units + j * kThreads / units. Its two turns are read once per tile and
+// its shared-memory offsets are constants, and no item needs an index division or a bounds test
+// where the passes fill the tile. The generic loop (for_each_unit_pair) divides each item's
+// index by the runtime pair count and tests it against the tile: Nsight put half of a fused
+// decode call's warp samples in that loop, a quarter of them at integer multiply-adds
+// (Llama-3-8B B8 / 32k on an H100, bench/results/2026-12-05-h100-session39/call3/).
+template <class Element, bool kNeox, int kRows, int kStride, int kThreads, int kHalf, RopeSource kSource, class PosOf>
+__device__ __forceinline__ void rotate_rows_fixed_unit(Element* tile, PosOf&& pos_of, const RopeTables& r) {
+  constexpr int kUnits = kHalf / 2, kRowStep = kThreads / kUnits;
+  constexpr int kPasses = (kRows + kRowStep - 1) / kRowStep, kBatch = 4;
+  const int u = threadIdx.x % kUnits, row0 = threadIdx.x / kUnits;
+  int oa, ob;
+  pair_units<kNeox>(u, kHalf, oa, ob);
+  Element* base = tile + row0 * kStride;
+  unsigned long long turn0 = 0, turn1 = 0;
+  if constexpr (kSource == RopeSource::Computed) turn0 = r.turn[2 * u], turn1 = r.turn[2 * u + 1];
+  // Does pass j hold a row of the tile for this thread? (Always, where the passes fill it.)
+  constexpr bool kWhole = kPasses % kBatch == 0 && kRows % kRowStep == 0;
+  const auto live = [&](int j) { return kWhole || (j < kPasses && (kRows % kRowStep == 0 || row0 + j * kRowStep < kRows)); };
+  // A loop of batches, not unrolled: unrolled, the compiler hoisted later batches' loads and the
+  // decode tile went from 145 to 220 registers, past the three blocks per SM it is sized for.
+#pragma unroll 1
+  for (int j0 = 0; j0 < kPasses; j0 += kBatch) {
+    Element* rows = base + j0 * kRowStep * kStride;
+    u32 wa[kBatch], wb[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (live(j0 + k)) {
+        wa[k] = *reinterpret_cast<const u32*>(rows + k * kRowStep * kStride + oa);
+        wb[k] = *reinterpret_cast<const u32*>(rows + k * kRowStep * kStride + ob);
+      }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (live(j0 + k)) {
+        const int pos = pos_of(row0 + (j0 + k) * kRowStep);
+        float c0, s0, c1, s1, x[2], y[2];
+        if constexpr (kSource == RopeSource::Computed) {
+          turn_cos_sin(turn0, pos, r.factor, c0, s0);
+          turn_cos_sin(turn1, pos, r.factor, c1, s1);
+        } else {
+          rope_cos_sin<kSource>(r, pos, 2 * u, c0, s0);
+          rope_cos_sin<kSource>(r, pos, 2 * u + 1, c1, s1);
+        }
+        rotate_units_by<Element, kNeox>(c0, s0, c1, s1, wa[k], wb[k], x, y);
+      }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (live(j0 + k)) {
+        *reinterpret_cast<u32*>(rows + k * kRowStep * kStride + oa) = wa[k];
+        *reinterpret_cast<u32*>(rows + k * kRowStep * kStride + ob) = wb[k];
+      }
+  }
+}
+
+// Whether rotate_rows_fixed_unit serves a block of `threads` over `half` compile-time pairs.
+constexpr bool fixed_unit_fits(int threads, int half) { return half > 0 && threads % (half / 2) == 0; }
+
+// Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos_of(i); kHalf:
+// the rotated pairs where the kernel knows them at compile time (0: r.half). The source of cos
+// and sin is tested once per tile, so that the batched loop body holds no branch: tested at
+// every pair (2026-12-01, caller tables), the fused kernel's rotation lost the overlap of its
+// four items per thread, and the kernel 21% of its speed (Llama-3-8B 16k 13.46 -> 16.3 ms on an
+// H100, bench/results/2026-12-05-h100-session38/call2/).
+template <class Element, bool kNeox, int kRows, int kStride, int kThreads, int kHalf = 0, class PosOf>
 __device__ __forceinline__ void rotate_tile_at(Element* tile, PosOf&& pos_of, const RopeTables& r) {
   const auto rotate = [&](auto source) {
-    for_each_unit_pair<Element, kNeox, kRows, kStride, kThreads, 4>(tile, r.half, [&](int row, int u, u32& wa, u32& wb) {
-      float x[2], y[2];
-      rotate_units<Element, kNeox, decltype(source)::value>(r, pos_of(row), u, wa, wb, x, y);
-    });
+    constexpr RopeSource kSource = decltype(source)::value;
+    if constexpr (fixed_unit_fits(kThreads, kHalf)) {
+      rotate_rows_fixed_unit<Element, kNeox, kRows, kStride, kThreads, kHalf, kSource>(tile, pos_of, r);
+    } else {
+      for_each_unit_pair<Element, kNeox, kRows, kStride, kThreads, 4>(tile, r.half, [&](int row, int u, u32& wa, u32& wb) {
+        float x[2], y[2];
+        rotate_units<Element, kNeox, kSource>(r, pos_of(row), u, wa, wb, x, y);
+      });
+    }
   };
   if (r.cos_table) rotate(RopeSourceTag<RopeSource::Tables>{});
   else rotate(RopeSourceTag<RopeSource::Computed>{});
 }
 
 // Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos0 + i.
-template <class Element, bool kNeox, int kRows, int kStride, int kThreads>
+template <class Element, bool kNeox, int kRows, int kStride, int kThreads, int kHalf = 0>
 __device__ __forceinline__ void rotate_tile(Element* tile, int pos0, const RopeTables& r) {
-  rotate_tile_at<Element, kNeox, kRows, kStride, kThreads>(tile, [pos0](int row) { return pos0 + row; }, r);
+  rotate_tile_at<Element, kNeox, kRows, kStride, kThreads, kHalf>(tile, [pos0](int row) { return pos0 + row; }, r);
 }
 
 // ---- rope_window: which pairs one (query tile, key tile) keeps ---------------------------
