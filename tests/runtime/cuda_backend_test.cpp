@@ -171,8 +171,8 @@ TEST(FitSharedMemory, FittedTilesCompile) {
 // one source, or a warm lookup serves one program's kernel to another: in session 40 the
 // compile-time pair count of the fused rotation (Spec::kRopeHalf) was emitted from rotary_dim
 // while the key held no trace of it, and a partial rotary span ran a full span's kernel on the
-// GPU. Each program below is taken in both RoPE placements, in its prefill, decode and paged
-// tiles, at two head dims, on sm_80 and sm_90.
+// GPU (the key now holds that count's log2). Each program below is taken in both RoPE
+// placements, in its prefill, decode and paged tiles, at two head dims, on sm_80 and sm_90.
 TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
   const std::vector<std::string> programs = {
       "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 128)) @ V",
@@ -185,6 +185,8 @@ TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
       "softmax(causal(rope(Q, K))) @ V",
       "softmax(causal(rope(Q, K, base=500000))) @ V",
       "softmax(causal(rope(Q, K, rotary_dim=16))) @ V",
+      "softmax(causal(rope(Q, K, rotary_dim=24))) @ V",
+      "softmax(causal(rope(Q, K, rotary_dim=40))) @ V",
       "softmax(causal(rope(Q, K, rotary_dim=32))) @ V",
       "softmax(causal(rope(Q, K, rotary_dim=64))) @ V",
       "softmax(causal(rope(Q, K, rotary_dim=128))) @ V",
@@ -228,11 +230,12 @@ TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
       ++shared;
       EXPECT_TRUE(it->second.second == source) << "one module key, two sources: " << it->second.first << " and " << b.name;
     }
-  // The scalars stay out of the key: the window sizes, softcaps, slopes, scales, bases, scalings
-  // and partial spans above share modules (a fixed count, so a key that took in a scalar fails).
+  // The scalars stay out of the key: the window sizes, softcaps, slopes, scales, bases and
+  // scalings above share modules (a fixed count, so a key that took in a scalar fails).
   EXPECT_GE(shared, 100);
-  // A partial rotary span and the whole head are two modules in the fused placement; two partial
-  // spans are one.
+  // The fused rotation's pair count is structure where its units number a power of two (a
+  // module per count), and a run-time argument otherwise (one module for all such spans); the
+  // prerotate placement's forward kernel never rotates.
   const auto key = [](const char* text, RopeMode mode) {
     KernelSpec s = Program::parse(text).compile({Target::Cuda, DType::BF16, 128});
     s.rope_mode = mode;
@@ -240,8 +243,10 @@ TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
   };
   EXPECT_NE(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Fused),
             key("softmax(causal(rope(Q, K))) @ V", RopeMode::Fused));
-  EXPECT_EQ(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Fused),
+  EXPECT_NE(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Fused),
             key("softmax(causal(rope(Q, K, rotary_dim=64))) @ V", RopeMode::Fused));
+  EXPECT_EQ(key("softmax(causal(rope(Q, K, rotary_dim=24))) @ V", RopeMode::Fused),
+            key("softmax(causal(rope(Q, K, rotary_dim=40))) @ V", RopeMode::Fused));
   EXPECT_EQ(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Prerotate),
             key("softmax(causal(rope(Q, K))) @ V", RopeMode::Prerotate));
 }

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+
 #include "attnfuse/error.hpp"
 #include "passes/tile_sizes.hpp"
 
@@ -94,8 +96,10 @@ bool interleaves_pairs(const KernelSpec& spec) {
 }
 
 int rope_half_in_kernel(const KernelSpec& spec) {
-  const int rotary_dim = spec.scalars.rope.rotary_dim;
-  return rotates_in_kernel(spec) && (rotary_dim == 0 || rotary_dim == spec.head_dim) ? spec.head_dim / 2 : 0;
+  if (!rotates_in_kernel(spec)) return 0;
+  const int rotary_dim = spec.scalars.rope.rotary_dim > 0 ? spec.scalars.rope.rotary_dim : spec.head_dim;
+  const int units = rotary_dim / 4;  // 32-bit units of two pairs (CUDA takes rotary_dim % 4 == 0)
+  return rotary_dim % 4 == 0 && units > 0 && std::has_single_bit(static_cast<unsigned>(units)) ? rotary_dim / 2 : 0;
 }
 
 std::string emit_forward(const KernelSpec& spec) {
@@ -159,9 +163,10 @@ struct Spec {{
   static constexpr bool kRotate = {rotate};
   static constexpr bool kPairWindow = {pair_window};
   static constexpr bool kNeox = {neox};
-  // Pairs the in-kernel rotation turns where it spans the whole head (D / 2; 0: a partial span,
-  // read at run time, or no rotation): compile-time, so each thread of a tile's rotation keeps
-  // one pair unit (rope.cuh, rotate_rows_fixed_unit).
+  // Pairs the in-kernel rotation turns (rotary_dim / 2) where a block's threads cover whole rows
+  // of its pair units (a power of two of them), else 0 (the span read at run time), and 0
+  // without a rotation: compile-time, so each thread of a tile's rotation keeps one pair unit
+  // (rope.cuh, rotate_rows_fixed_unit).
   static constexpr int kRopeHalf = {rope_half};
   // Sequences: documents (cu_seqlens), a paged K/V cache, BlockMask rows; the decode variant
   // packs a GQA group's query heads into the tile rows.

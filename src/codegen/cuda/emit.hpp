@@ -59,10 +59,10 @@ bool rotates_in_kernel(ScoreKind score, RopeMode mode);
 // wants 8 whole pairs in each (rope.cuh, WindowCut).
 bool interleaves_pairs(const KernelSpec& spec);
 // The pairs the in-kernel rotation turns, compiled into the module (Spec::kRopeHalf, which lets
-// each thread keep one pair unit: rope.cuh, rotate_rows_fixed_unit): head_dim / 2 where the
-// rotation spans the whole head (rotary_dim 0 or D), else 0, and the kernel reads a partial span
-// at run time. Only whether the span is whole is structure (the runtime's in-memory module key
-// holds that one bit), so the rotary_dim of a partial span never recompiles.
+// each thread keep one pair unit: rope.cuh, rotate_rows_fixed_unit): rotary_dim / 2 where its
+// 32-bit units of two pairs number a power of two (D 64 / 128 / 256 whole, and spans such as 32
+// or 64 of 128), so that every block's threads cover whole rows of them; else 0, and the kernel
+// reads the span at run time. The runtime's in-memory module key holds the unit count's log2.
 int rope_half_in_kernel(const KernelSpec& spec);
 
 }  // namespace attnfuse::codegen::cuda
