@@ -5,6 +5,18 @@
 #include <cmath>
 
 namespace attnfuse::passes {
+namespace {
+
+// The fused decode tile's rotation, fitted to an H100 (bench/results/2026-12-05-h100-session40/
+// call3/, fused - plain decode at 32k keys, D = 128): Llama-3-8B B1 0.068 - 0.057 = 11 us for
+// 16.8M pair rotations (1.5e12/s), 70B B1 0.0725 - 0.0585 = 14 us for 16.8M (1.2e12/s), 8B B8
+// 0.3825 - 0.349 = 34 us for 134M (3.9e12/s: eight times the blocks hide more of it). The
+// model takes B1's rate, so it is near the one-sequence calls and an upper bound at B8 (90 us
+// predicted). Prerotate's pass there: 52, 65 and 376 us measured, 48, 48 and 361 by
+// bytes / BW + L. Per key and KV head that is 171 ps against the fused rotation's 43 ps.
+constexpr double kDecodeRotationRate = 1.5e12;
+
+}  // namespace
 
 RopeCostModel rope_cost_model_h200(bool wgmma_prerotate) {
   if (wgmma_prerotate) {
@@ -17,7 +29,7 @@ RopeCostModel rope_cost_model_h200(bool wgmma_prerotate) {
     //    B1: 0.035 vs 0.038 ms; B4: 0.055 vs 0.058 ms; GPT-2 B4 at 512: 0.052 vs 0.059 ms):
     //    the fused kernel's own fixed costs (tables, rotating Q) weigh as much as the extra
     //    launch. The model's crossovers: N* = 200 (Llama-3-8B), 320 (GPT-2).
-    return RopeCostModel{2.0, 480e12, 3.0e12, 0.0};
+    return RopeCostModel{2.0, 480e12, 3.0e12, 0.0, kDecodeRotationRate};
   }
   // Fitted to bench/results/2026-11-30-h200-rope/rope_placement.json (bf16, causal):
   //  - rho: fused / prerotate time at N = 16k, where both extras are small next to the
@@ -30,7 +42,7 @@ RopeCostModel rope_cost_model_h200(bool wgmma_prerotate) {
   //    N = 256-512 (launch-bound), prerotate ahead from 1024; B4 fused ahead at 256, prerotate
   //    from 512; GPT-2 B4 fused ahead at 512, prerotate from 1024. The model puts them at
   //    N* = 600, 435 and 810 (rope_crossover_length).
-  return RopeCostModel{0.6, 250e12, 3.0e12, 3e-6};
+  return RopeCostModel{0.6, 250e12, 3.0e12, 3e-6, kDecodeRotationRate};
 }
 
 double visited_cells(const RopeCallShape& s) {
@@ -57,14 +69,29 @@ double visited_cells(const RopeCallShape& s) {
   return cells;
 }
 
-RopeMode choose_rope_mode(const RopeCallShape& s, const RopeCostModel& m) {
-  const double work = 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.batch * s.heads_q) *
-                      visited_cells(s);
-  const double fused_extra = m.rho * work / m.flops;
+RopeExtraCosts rope_extra_costs(const RopeCallShape& s, const RopeCostModel& m) {
+  RopeExtraCosts c;
+  if (s.decode) {
+    // Each visited key is rotated once per KV head: the rows' key ranges overlap but for the
+    // causal offsets between them.
+    const double rows = static_cast<double>(std::max<int64_t>(s.len_q, 1));
+    const double keys = std::min(static_cast<double>(s.len_k), visited_cells(s) / rows + rows - 1);
+    c.fused_s = static_cast<double>(s.batch * s.heads_kv) * keys * (0.5 * static_cast<double>(s.head_dim)) /
+                m.decode_rotation_rate;
+  } else {
+    const double work = 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.batch * s.heads_q) *
+                        visited_cells(s);
+    c.fused_s = m.rho * work / m.flops;
+  }
   const double bytes = 4.0 * static_cast<double>(s.head_dim) *
                        static_cast<double>(s.batch * (s.heads_q * s.len_q + s.heads_kv * s.len_k));
-  const double prerotate_extra = bytes / m.bandwidth + m.launch_s;
-  return fused_extra > prerotate_extra ? RopeMode::Prerotate : RopeMode::Fused;
+  c.prerotate_s = bytes / m.bandwidth + m.launch_s;
+  return c;
+}
+
+RopeMode choose_rope_mode(const RopeCallShape& s, const RopeCostModel& m) {
+  const RopeExtraCosts c = rope_extra_costs(s, m);
+  return c.fused_s > c.prerotate_s ? RopeMode::Prerotate : RopeMode::Fused;
 }
 
 double rope_crossover_length(int64_t heads_q, int64_t heads_kv, int64_t head_dim, int64_t batch,

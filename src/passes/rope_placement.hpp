@@ -13,6 +13,12 @@
 // term; without it N* = b / a = 2 F (Hq + Hkv) / (rho Hq BW), independent of B and D. (The
 // paper's Rotation Calculus takes a square root of a linear-over-quadratic ratio, which has no
 // such term; README "RoPE placement" compares the two with the H200 measurements.)
+//
+// Decode calls (the GQA-packed decode tile) are priced apart: their fused rotation is not a
+// share of MMA work, which one query row makes tiny, but D/2 pair rotations per visited key and
+// KV head whatever the rows: B * Hkv * keys * D/2 / decode_rotation_rate. Prerotate's pass is
+// the same bytes / BW + L as above, 4x the fused rotation per key at the measured rates, so
+// decode stays fused at every length.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +33,12 @@ struct RopeCostModel {
   double flops;       // attention kernel throughput, FLOP/s
   double bandwidth;   // rotation kernel's bytes/s
   double launch_s;    // extra launch and dependency cost of the rotation kernel, seconds
+  // Decode calls: the fused rotation's pair rotations per second beyond the plain decode tile.
+  double decode_rotation_rate = 1.5e12;
 };
 
-// The H200 constants (the only GPU measured so far; used for every sm_80+ device). Both
+// The H200 constants (used for every sm_80+ device; the decode terms were measured on an H100,
+// where the H200 has not been lent since the placements were first timed in decode). Both
 // placements on mma.sync kernels, or (`wgmma_prerotate`) the Hopper pairing: the prerotated
 // call runs the plain kernel's wgmma form while the fused rotation stays on mma.sync, so rho
 // also carries the gap between the two forms.
@@ -41,12 +50,20 @@ struct RopeCallShape {
   int64_t q_offset;  // resolved (bottom-right default applied)
   bool causal;
   int64_t window;    // sliding window w (keep |Δ| < w), 0 for none
+  bool decode = false;  // the call runs the GQA-packed decode tile (runtime: few queries per sequence)
 };
 
 // Cells of the score matrix the kernel visits (masked-out regions skipped), per (b, h).
 double visited_cells(const RopeCallShape& s);
 
-// Fused or Prerotate for this call under `model`.
+// Each placement's time beyond the rope-free kernel, seconds, under `model`.
+struct RopeExtraCosts {
+  double fused_s = 0;
+  double prerotate_s = 0;
+};
+RopeExtraCosts rope_extra_costs(const RopeCallShape& s, const RopeCostModel& model);
+
+// Fused or Prerotate for this call under `model` (the cheaper extra; fused on a tie).
 RopeMode choose_rope_mode(const RopeCallShape& s, const RopeCostModel& model);
 
 // Causal self-attention crossover N* of the model (the closed form above), for documentation

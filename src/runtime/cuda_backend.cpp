@@ -259,7 +259,7 @@ RopeMode CudaKernel::rope_mode_for(const AttentionArgs& args, const ScalarArgs& 
   passes::RopeCallShape shape{args.q.shape[0], args.q.shape[1], args.k.shape[1], args.q.shape[2],
                               args.k.shape[2], spec_.head_dim, args.resolved_q_offset(),
                               spec_.masks.has(MaskKind::Causal),
-                              spec_.masks.has(MaskKind::SlidingWindow) ? scalars.window : 0};
+                              spec_.masks.has(MaskKind::SlidingWindow) ? scalars.window : 0, decode};
   // On Hopper the prerotated prefill runs the wgmma form while the fused rotation stays on
   // mma.sync: the model of that pairing (the decode tiles are mma.sync in both placements).
   return passes::choose_rope_mode(shape, passes::rope_cost_model_h200(!decode && prerotate_wgmma_));

@@ -43,6 +43,54 @@ TEST(RopePlacement, DecodeFusesLongPrefillPrerotates) {
   EXPECT_EQ(choose_rope_mode({4, 12, 12, 4096, 4096, 64, 0, true, 0}, m), RopeMode::Prerotate);
 }
 
+// Decode calls price the fused rotation per visited key and KV head (the GQA-packed tile rotates
+// each K tile once for the whole group), not as a share of the rows' MMA work. The terms against
+// the H100 decode placements they were fitted to (bench/results/2026-12-05-h100-session40/
+// call3/; extras over plain decode at 32k keys, us): fused 11 / 14 / 34, prerotate 52 / 65 / 376
+// at Llama-3-8B B1, Llama-3-70B B1 and Llama-3-8B B8.
+TEST(RopePlacement, DecodeTermsFollowKeysAndKvHeads) {
+  const RopeCostModel m = rope_cost_model_h200();
+  struct Cell {
+    RopeCallShape shape;
+    double fused_us, prerotate_us;
+  };
+  for (const Cell& c : {Cell{{1, 32, 8, 1, 32768, 128, 32767, true, 0, true}, 11, 52},
+                        Cell{{1, 64, 8, 1, 32768, 128, 32767, true, 0, true}, 14, 65},
+                        Cell{{8, 32, 8, 1, 32768, 128, 32767, true, 0, true}, 34, 376}}) {
+    const RopeExtraCosts e = rope_extra_costs(c.shape, m);
+    SCOPED_TRACE(::testing::Message() << "B" << c.shape.batch << " Hq " << c.shape.heads_q);
+    // One sequence: within 25%. B8, where more blocks hide the rotation: an upper bound, 2.6x.
+    if (c.shape.batch == 1) EXPECT_NEAR(e.fused_s * 1e6, c.fused_us, 0.25 * c.fused_us);
+    else EXPECT_NEAR(e.fused_s * 1e6, 2.6 * c.fused_us, 0.1 * c.fused_us);
+    EXPECT_NEAR(e.prerotate_s * 1e6, c.prerotate_us, 0.30 * c.prerotate_us);
+    EXPECT_EQ(choose_rope_mode(c.shape, m), RopeMode::Fused);
+  }
+  // The fused term ignores the query heads and rows of a group (one rotation per KV head)...
+  const RopeCallShape llama8b{1, 32, 8, 1, 32768, 128, 32767, true, 0, true};
+  RopeCallShape more_heads = llama8b, more_rows = llama8b, windowed = llama8b;
+  more_heads.heads_q = 64;
+  more_rows.len_q = 4;
+  more_rows.q_offset = 32764;
+  EXPECT_DOUBLE_EQ(rope_extra_costs(more_heads, m).fused_s, rope_extra_costs(llama8b, m).fused_s);
+  EXPECT_NEAR(rope_extra_costs(more_rows, m).fused_s, rope_extra_costs(llama8b, m).fused_s, 1e-9);
+  // ... and follows the keys it visits (a 4096-key window reads an eighth of the cache).
+  windowed.window = 4096;
+  EXPECT_NEAR(rope_extra_costs(windowed, m).fused_s, rope_extra_costs(llama8b, m).fused_s / 8, 1e-9);
+  // The prefill term prices one query row's MMA share: about a ninth of the decode tile's
+  // measured cost, the error the decode term removes.
+  RopeCallShape as_prefill = llama8b;
+  as_prefill.decode = false;
+  EXPECT_LT(rope_extra_costs(as_prefill, m).fused_s * 5, rope_extra_costs(llama8b, m).fused_s);
+  // Any decode call stays fused on both models: per key and KV head the rotation costs a
+  // quarter of prerotate's pass, which also pays a launch.
+  for (const RopeCostModel& model : {rope_cost_model_h200(), rope_cost_model_h200(true)})
+    for (int64_t nk : {int64_t{16}, int64_t{64}, int64_t{4096}, int64_t{131072}})
+      for (int64_t rows : {int64_t{1}, int64_t{16}}) {
+        const RopeCallShape s{4, 32, 8, rows, nk + rows, 128, nk, true, 0, true};
+        EXPECT_EQ(choose_rope_mode(s, model), RopeMode::Fused) << nk << " keys, " << rows << " rows";
+      }
+}
+
 TEST(RopePlacement, HopperPairingPrerotatesFromAFewHundredKeys) {
   // The prerotated prefill on the wgmma form against the fused rotation on mma.sync: the H200
   // measured prerotate ahead from N = 256 (Llama-3-8B) and 512 (GPT-2), the smallest measured.
