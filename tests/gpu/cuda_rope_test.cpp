@@ -91,9 +91,13 @@ TEST(CudaRope, PositionsFollowQOffsetAndHeadDims) {
                                {100, 300, 5000}, {16, 257, 131000}})
       run_case({"softmax(causal(rope(Q, K, base=500000))) @ V", DType::BF16, 128, 1, 8, 2, nq, nk, off, false, mode},
                seed++);
-    for (int d : {96, 256})
+    for (int d : {96, 256}) {
       run_case({"softmax(causal(rope(Q, K, style=gptj))) @ V", DType::F16, d, 1, 2, 1, 129, 300, std::nullopt, false,
                 mode}, seed++);
+      // A decode step of a whole GQA group (Phi-3's D = 96: 24 pair units, which do not divide
+      // the tile's 128 threads).
+      run_case({"softmax(causal(rope(Q, K))) @ V", DType::BF16, d, 2, 8, 2, 1, 3001, std::nullopt, false, mode}, seed++);
+    }
     // BSHD inputs: the rotation reads through strides in both placements.
     run_case({"softmax(causal(rope(Q, K))) @ V", DType::BF16, 128, 2, 8, 2, 300, 300, std::nullopt, true, mode}, seed++);
   }
