@@ -7,7 +7,9 @@
 // - warp collectives (shuffles, ballots, __syncwarp) meet at a barrier of the warp's 32 threads.
 // The CUDA keywords and the intrinsics those routines use are C++ here (sin, cos and exp in fp32
 // libm, where the GPU's MUFU is within ~4e-7; the element conversions of common/dtype.hpp);
-// tensor-core and copy instructions are not run.
+// the tensor-core, ldmatrix and cp.async instructions of the mma.sync kernels are emulated below
+// (warp-collective, in the PTX ISA's fragment layouts), so the attention kernel itself runs too
+// (tests/codegen/attention_kernel_host_test.cpp); the Hopper forms (wgmma, TMA) do not.
 // Include this header instead of a kernel header; its tests build with -Wno-unknown-pragmas (GCC
 // does not know #pragma unroll) and -ffp-contract=off (tests/CMakeLists.txt says why).
 #pragma once
@@ -41,7 +43,12 @@ namespace attnfuse_host_cuda {
 struct Warp {
   std::barrier<> bar{32};
   unsigned slot[32] = {};
+  unsigned frag[32][6] = {};  // mma.sync operands, one row per lane
 };
+// The block's shared memory as the kernels address it (smem_addr: 32-bit offsets from here),
+// set by a launch that gives the kernel dynamic shared memory; null elsewhere, where
+// __cvta_generic_to_shared is the pointer itself.
+inline char* smem_base = nullptr;
 inline thread_local std::barrier<>* block_barrier = nullptr;
 inline thread_local Warp* warp = nullptr;
 }  // namespace attnfuse_host_cuda
@@ -75,13 +82,22 @@ template <class T>
 inline T __ldg(const T* p) {
   return *p;
 }
-inline unsigned long long __cvta_generic_to_shared(const void* p) { return reinterpret_cast<unsigned long long>(p); }
+inline unsigned long long __cvta_generic_to_shared(const void* p) {
+  return static_cast<unsigned long long>(static_cast<const char*>(p) - attnfuse_host_cuda::smem_base);
+}
 inline int __ffs(unsigned x) { return __builtin_ffs(static_cast<int>(x)); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+struct float2 {
+  float x, y;
+};
 struct float4 {
   float x, y, z, w;
 };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 template <class T>
 inline T __ldcg(const T* p) {
@@ -118,6 +134,7 @@ inline unsigned __ballot_sync(unsigned, bool pred) {
   w.bar.arrive_and_wait();
   return bits;
 }
+inline bool __any_sync(unsigned m, bool pred) { return __ballot_sync(m, pred) != 0; }
 // Byte i of the result is byte (s >> 4i) & 7 of the 8 bytes (b:a).
 inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
   const unsigned long long v = (static_cast<unsigned long long>(b) << 32) | a;
@@ -150,6 +167,33 @@ void launch_on_host(unsigned blocks, unsigned threads, Kernel&& kernel) {
     for (std::thread& th : pool) th.join();
   }
 }
+
+// Runs kernel() over a 3-D grid of `threads`-thread blocks, one block at a time as above, with
+// `smem` as every block's dynamic shared memory (the kernels' smem_addr offsets count from it).
+template <class Kernel>
+void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kernel) {
+  gridDim = grid;
+  blockDim = {threads, 1, 1};
+  smem_base = smem;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
+        std::vector<Warp> warps((threads + 31) / 32);
+        std::vector<std::thread> pool;
+        pool.reserve(threads);
+        for (unsigned t = 0; t < threads; ++t)
+          pool.emplace_back([&, t] {
+            threadIdx = {t, 0, 0};
+            blockIdx = {x, y, z};
+            block_barrier = &bar;
+            warp = &warps[t / 32];
+            kernel();
+          });
+        for (std::thread& th : pool) th.join();
+      }
+  smem_base = nullptr;
+}
 }  // namespace attnfuse_host_cuda
 
 #include "codegen/cuda/kernels/primitives.cuh"
@@ -168,6 +212,90 @@ struct ElementTraits<f16_t> {
   static u32 pack(float lo, float hi) { return attnfuse::f32_to_f16(lo) | (u32{attnfuse::f32_to_f16(hi)} << 16); }
   static float to_float(u16 h) { return attnfuse::f16_to_f32(h); }
 };
+}  // namespace attnfuse_kernels
+
+// The tensor-core, shared-memory and copy instructions of the mma.sync kernels, emulated with
+// the layouts of the PTX ISA (mma.m16n8k16 and ldmatrix fragments). Each is warp-collective: the
+// lanes post their operands, meet, compute from all of them, and meet again before the slots
+// are reused. cp.async copies at once (a schedule the asynchronous copy allows), so its commit
+// and wait have nothing left to do.
+namespace attnfuse_kernels {
+namespace host_detail {
+inline float half_of(u32 word, int hi, bool bf16) {
+  const u16 h = static_cast<u16>(hi ? word >> 16 : word & 0xffffu);
+  return bf16 ? attnfuse::bf16_to_f32(h) : attnfuse::f16_to_f32(h);
+}
+// D(16x8) += A(16x16, row-major) B(16x8, column-major); lane l holds A rows l/4 and l/4 + 8, B
+// column l/4, D row l/4 (+ 8) at columns 2 (l % 4) and 2 (l % 4) + 1.
+inline void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, bool bf16) {
+  attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
+  const unsigned lane = threadIdx.x % 32;
+  for (int i = 0; i < 4; ++i) w.frag[lane][i] = a[i];
+  w.frag[lane][4] = b0;
+  w.frag[lane][5] = b1;
+  w.bar.arrive_and_wait();
+  const auto A = [&](int r, int k) {  // a[0]: rows 0-7, k 0-7; a[1]: rows 8-15; a[2], a[3]: k 8-15
+    return half_of(w.frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2, bf16);
+  };
+  const auto B = [&](int k, int n) { return half_of(w.frag[n * 4 + (k % 8) / 2][k >= 8 ? 5 : 4], k % 2, bf16); };
+  const int g = static_cast<int>(lane / 4), t = static_cast<int>(lane % 4);
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + (i >= 2 ? 8 : 0), n = 2 * t + i % 2;
+    float acc = d[i];
+    for (int k = 0; k < 16; ++k) acc += A(r, k) * B(k, n);
+    d[i] = acc;
+  }
+  w.bar.arrive_and_wait();
+}
+inline const char* smem_at(u32 addr) { return attnfuse_host_cuda::smem_base + addr; }
+}  // namespace host_detail
+
+template <>
+inline void mma_16816<bf16_t>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  host_detail::mma(d, a, b0, b1, true);
+}
+template <>
+inline void mma_16816<f16_t>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  host_detail::mma(d, a, b0, b1, false);
+}
+// Four 8x8 matrices of 16-bit elements: lanes 8m .. 8m + 7 name matrix m's rows; lane l receives
+// row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each (transposed: column l / 4, rows
+// 2 (l % 4) and 2 (l % 4) + 1).
+inline void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+  attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
+  const unsigned lane = threadIdx.x % 32;
+  w.slot[lane] = addr;
+  w.bar.arrive_and_wait();
+  for (int m = 0; m < 4; ++m) std::memcpy(&r[m], host_detail::smem_at(w.slot[m * 8 + lane / 4] + (lane % 4) * 4), 4);
+  w.bar.arrive_and_wait();
+}
+inline void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
+  attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
+  const unsigned lane = threadIdx.x % 32;
+  w.slot[lane] = addr;
+  w.bar.arrive_and_wait();
+  for (int m = 0; m < 4; ++m) {
+    u16 lo, hi;
+    std::memcpy(&lo, host_detail::smem_at(w.slot[m * 8 + 2 * (lane % 4)] + (lane / 4) * 2), 2);
+    std::memcpy(&hi, host_detail::smem_at(w.slot[m * 8 + 2 * (lane % 4) + 1] + (lane / 4) * 2), 2);
+    r[m] = lo | (u32{hi} << 16);
+  }
+  w.bar.arrive_and_wait();
+}
+inline void cp_async_16(u32 dst, const void* src, int src_bytes) {
+  char* to = attnfuse_host_cuda::smem_base + dst;
+  if (src_bytes > 0) std::memcpy(to, src, static_cast<size_t>(src_bytes));
+  std::memset(to + src_bytes, 0, static_cast<size_t>(16 - src_bytes));
+}
+inline void cp_async_commit() {}
+template <int N>
+inline void cp_async_wait() {}
+inline float fast_exp2(float x) { return std::exp2(x); }
+inline float fast_tanh(float x) { return std::tanh(x); }
+inline void prefetch_l2(const void*) {}
+inline int ld_keep_in_l2(const int* a) { return *a; }
+// Blocks run one after another, so the count needs no atomicity; its order is the program's.
+inline int atomic_inc_acq_rel(int* count) { return (*count)++; }
 }  // namespace attnfuse_kernels
 
 #include "codegen/cuda/kernels/combine.cuh"

@@ -111,8 +111,7 @@ struct BlockMerge {
       // earlier part's rows) to all its threads. It replaced a fence in every thread, a relaxed
       // count and a second fence: on the H200 8B B1 4k 0.0107 -> 0.0105 ms, B8 4k 1.010x, 70B B1
       // / 32k 1.004x, unsplit calls level (bench/results/2026-12-03-h200-session25/call3/).
-      int old;
-      asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
+      const int old = atomic_inc_acq_rel(count);
       const bool is_last = old == S - 1;
       if (is_last) *count = 0;  // every part has counted: nobody touches it again in this call
       *last = is_last;

@@ -38,6 +38,7 @@ template <> struct ElementTraits<f16_t> {
 
 // D = A(16x16, row) * B(16x8, col) + D, fp32 accumulators.
 template <class T> __device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1);
+#ifndef ATTNFUSE_KERNELS_ON_HOST  // the host build (tests/codegen/kernel_host.hpp) emulates these
 template <> __device__ __forceinline__ void mma_16816<bf16_t>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -51,9 +52,13 @@ template <> __device__ __forceinline__ void mma_16816<f16_t>(float (&d)[4], cons
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+#endif
+
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
+
+#ifndef ATTNFUSE_KERNELS_ON_HOST
 
 __device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -74,10 +79,13 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+#endif
+
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
 
+#ifndef ATTNFUSE_KERNELS_ON_HOST
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -89,6 +97,7 @@ __device__ __forceinline__ float fast_tanh(float x) {
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+#endif
 
 // Programmatic dependent launch (sm_90+; no-ops before, and when the grid was launched without
 // the attribute: runtime launch_kernel). Every attnfuse kernel waits before any global memory
@@ -117,6 +126,7 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // barrier's path (bench/results/2026-12-03-h200-session26/call2/).
 // Asks L2 for the line at `a` (and the TLB for its page): a hint, safe before the grid dependency
 // wait since L2 is where the grid ahead's stores land.
+#ifndef ATTNFUSE_KERNELS_ON_HOST
 __device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a)); }
 
 __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
@@ -126,6 +136,14 @@ __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
   asm volatile("ld.global.L2::cache_hint.b32 %0, [%1], %2;\n" : "=r"(v) : "l"(a), "l"(policy) : "memory");
   return v;
 }
+
+// Adds 1 to a global counter with acquire-release order at GPU scope; returns the old value.
+__device__ __forceinline__ int atomic_inc_acq_rel(int* count) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
+  return old;
+}
+#endif
 
 // Row reductions over the 4 threads (a quad) that share one accumulator row.
 __device__ __forceinline__ float quad_max(float x) {

@@ -1,0 +1,168 @@
+// The forward attention kernel of attention_fwd.cuh, its mma.sync form, run as a whole grid on
+// the host (codegen/kernel_host.hpp: a block's threads on std::threads, mma.sync, ldmatrix and
+// the warp collectives emulated at a barrier of the warp's 32 lanes) against the float64
+// reference under DESIGN §3's rule. CI has no GPU: this runs the kernel's own code for the
+// tiles every pre-Hopper GPU and every decode call use (the GQA-packed decode tile with its key
+// warps and in-kernel split merge, the prefill tile, the fused RoPE rotation), so a change to
+// that code is checked before a device runs it. The emulation is slow (every MMA is two
+// meetings of 32 threads), so the shapes are small, with odd lengths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attnfuse/program.hpp"
+#include "common/dtype.hpp"
+#include "reference/reference.hpp"
+#include "runtime/rope_args.hpp"
+// Last: it defines the CUDA keywords as macros.
+#include "codegen/kernel_host.hpp"
+#include "codegen/cuda/kernels/attention_fwd.cuh"
+
+namespace attnfuse {
+namespace {
+
+using attnfuse_kernels::bf16_t;
+using attnfuse_kernels::f16_t;
+using attnfuse_kernels::FwdKernel;
+using attnfuse_kernels::FwdParams;
+
+// A Spec as codegen emits one (codegen/cuda/emit.cpp), for the programs below: no modifiers.
+template <class E, int kD, int kBM, int kBN, int kW, int kS, int kKW, bool kPack, bool kRot, bool kWin = false>
+struct HostSpec {
+  using Element = E;
+  static constexpr int kHeadDim = kD, kBlockM = kBM, kBlockN = kBN, kWarps = kW, kStages = kS, kKeyWarps = kKW;
+  static constexpr bool kCausal = true, kSlidingWindow = kWin, kAlibi = false, kBias = false;
+  static constexpr bool kHasModifiers = false, kRelu = false;
+  static constexpr bool kRotate = kRot, kPairWindow = false, kNeox = true;
+  static constexpr int kRopeHalf = kRot ? kD / 2 : 0;
+  static constexpr bool kDocument = false, kPagedKV = false, kBlockSparse = false, kPackGqa = kPack;
+  static constexpr int kPageListSlots = 0;
+  static constexpr bool kWgmma = false, kTmaKV = false, kProducerWarp = false, kSkipRowGroups = false;
+  static float modify(float s, const FwdParams&, const attnfuse_kernels::CellCtx&) { return s; }
+};
+
+template <class E>
+std::vector<E> random_elements(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> val(0.f, 1.f);
+  std::vector<E> v(n);
+  for (E& e : v) e.bits = std::is_same_v<E, bf16_t> ? f32_to_bf16(val(rng)) : f32_to_f16(val(rng));
+  return v;
+}
+
+template <class E>
+double to_double(E e) {
+  return std::is_same_v<E, bf16_t> ? bf16_to_f32(e.bits) : f16_to_f32(e.bits);
+}
+
+// Runs Spec's kernel on B x Hq x Nq queries over Nk keys (Hkv heads), split into `splits` parts
+// of the key axis (decode tiles merge them in the kernel), and checks O and LSE.
+template <class Spec>
+void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng) {
+  using E = typename Spec::Element;
+  constexpr int D = Spec::kHeadDim;
+  constexpr DType kType = std::is_same_v<E, bf16_t> ? DType::BF16 : DType::F16;
+  SCOPED_TRACE(::testing::Message() << program << " D " << D << " B " << B << " Hq " << Hq << " Hkv " << Hkv << " Nq "
+                                    << Nq << " Nk " << Nk << " splits " << splits << " tile " << Spec::kBlockM << "x"
+                                    << Spec::kBlockN);
+  const KernelSpec spec = Program::parse(program).compile({Target::Cuda, kType, D});
+  std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng), k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
+                 v = random_elements<E>(size_t(B) * Hkv * Nk * D, rng);
+  std::vector<E> o(size_t(B) * Hq * Nq * D, E{0x7fc1});  // poisoned (NaN)
+  std::vector<float> lse(size_t(B) * Hq * Nq, std::numeric_limits<float>::quiet_NaN());
+
+  AttentionArgs args;
+  args.q = TensorView::contiguous(q.data(), kType, {B, Hq, Nq, D});
+  args.k = TensorView::contiguous(k.data(), kType, {B, Hkv, Nk, D});
+  args.v = TensorView::contiguous(v.data(), kType, {B, Hkv, Nk, D});
+  args.out = TensorView::contiguous(o.data(), kType, {B, Hq, Nq, D});
+
+  FwdParams p{};
+  p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.lse = lse.data();
+  const int64_t qs[3] = {int64_t{Hq} * Nq * D, int64_t{Nq} * D, D}, ks[3] = {int64_t{Hkv} * Nk * D, int64_t{Nk} * D, D};
+  for (int i = 0; i < 3; ++i) p.q_stride[i] = p.o_stride[i] = qs[i], p.k_stride[i] = p.v_stride[i] = ks[i];
+  p.lse_stride[0] = int64_t{Hq} * Nq, p.lse_stride[1] = Nq;
+  p.batch = B, p.heads_q = Hq, p.heads_kv = Hkv, p.len_q = Nq, p.len_k = Nk, p.head_ratio = Hq / Hkv;
+  p.q_offset = Nk - Nq;  // bottom-right, as the reference aligns causal rows
+  const double scale = 1.0 / std::sqrt(double{D});
+  p.scale = static_cast<float>(scale);
+  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.window = static_cast<int>(spec.scalars.window);
+  if (Spec::kRotate) p.rope = runtime::rope_args(spec.scalars.rope, false, D, reference::rope_seq_len(args));
+  // Split parts: each block writes its rows' partial O and LSE, and the part that counts last
+  // merges them (block_merge.cuh), on a zeroed counter per (slot, KV head, batch entry).
+  const int G = Spec::kPackGqa ? Hq / Hkv : 1;
+  const int slots = (G * Nq + Spec::kBlockM - 1) / Spec::kBlockM;
+  const int heads = Spec::kPackGqa ? Hkv : Hq;
+  const int64_t rows = int64_t{B} * Hq * Nq;
+  std::vector<float> part_o(size_t(splits) * rows * D), part_lse(size_t(splits) * rows);
+  std::vector<int> count(size_t(slots) * heads * B, 0);
+  p.num_splits = splits;
+  if (splits > 1) p.part_o = part_o.data(), p.part_lse = part_lse.data(), p.merge_count = count.data();
+
+  using K = FwdKernel<Spec>;
+  std::vector<char> smem(256 * 1024 + 1024);
+  char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
+  attnfuse_host_cuda::launch_grid_on_host({unsigned(slots * splits), unsigned(heads), unsigned(B)}, K::kThreads, base,
+                                          [&] { K::run(p, base); });
+
+  const reference::Result want = reference::attention(spec, args);
+  const reference::Result naive = reference::attention(spec, args, reference::Precision::Naive);
+  double err = 0, naive_err = 0;
+  for (size_t i = 0; i < o.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(to_double(o[i]))) << "O element " << i << " not written";
+    err = std::max(err, std::abs(to_double(o[i]) - want.out[i]));
+    naive_err = std::max(naive_err, std::abs(naive.out[i] - want.out[i]));
+  }
+  EXPECT_LE(err, 2 * naive_err + 1e-5) << "max abs error " << err << " vs naive " << naive_err;
+  for (size_t i = 0; i < lse.size(); ++i)
+    ASSERT_NEAR(lse[i], want.lse[i], 1e-2 + 1e-3 * std::abs(want.lse[i])) << "row " << i;
+}
+
+constexpr const char* kCausal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
+constexpr const char* kRope = "softmax(causal(rope(Q, K, base=500000))) @ V";
+constexpr const char* kWindow = "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 45)) @ V";
+
+// The narrow decode tile (tile_sizes.hpp cuda_decode_tile): a GQA group's queries packed into 16
+// rows, four warps each taking 16 keys of every 64-key tile and merged through shared memory.
+TEST(AttentionKernelOnHost, DecodeTilePacksTheGroupAndMergesKeyWarps) {
+  std::mt19937 rng(2026);
+  using Decode64 = HostSpec<bf16_t, 64, 16, 64, 4, 2, 4, true, false>;
+  check_kernel<Decode64>(kCausal, 1, 8, 2, 1, 203, 1, rng);   // one token, a 4-head group
+  check_kernel<Decode64>(kCausal, 2, 4, 1, 3, 130, 1, rng);   // three draft tokens: 12 of 16 rows
+  check_kernel<HostSpec<f16_t, 128, 16, 64, 4, 3, 4, true, false>>(kCausal, 1, 4, 2, 1, 77, 1, rng);
+}
+
+// A split call: each part's block writes partial rows and the last one merges them by LSE.
+TEST(AttentionKernelOnHost, SplitDecodeMergesItsPartsInTheKernel) {
+  std::mt19937 rng(7);
+  using Decode64 = HostSpec<bf16_t, 64, 16, 64, 4, 3, 4, true, false>;
+  check_kernel<Decode64>(kCausal, 1, 8, 2, 1, 389, 3, rng);  // 7 tiles over 3 parts
+  check_kernel<Decode64>(kCausal, 1, 4, 1, 2, 97, 4, rng);   // more parts than tiles: empty parts
+}
+
+// The prefill tiles: causal tiles on the diagonal masked per cell, the others without masks.
+TEST(AttentionKernelOnHost, PrefillTilesMaskTheDiagonalAndTheWindow) {
+  std::mt19937 rng(11);
+  check_kernel<HostSpec<f16_t, 64, 64, 64, 4, 2, 1, false, false>>(kCausal, 1, 2, 1, 131, 131, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, false>>(kCausal, 1, 2, 2, 37, 150, 1, rng);  // chunked
+  // The sm_80 tile at D = 128 (128 rows over 8 warps, three stages) with a sliding window, whose
+  // lower edge leaves tiles behind the diagonal and masks cells in them.
+  check_kernel<HostSpec<bf16_t, 128, 128, 64, 8, 3, 1, false, false, true>>(kWindow, 1, 2, 1, 200, 200, 1, rng);
+}
+
+// Fused RoPE: Q rotated once per tile, each K tile on arrival, in the fixed-unit form.
+TEST(AttentionKernelOnHost, FusedRopeRotatesQAndEachKeyTile) {
+  std::mt19937 rng(5);
+  check_kernel<HostSpec<bf16_t, 64, 16, 64, 4, 2, 4, true, true>>(kRope, 1, 4, 1, 1, 150, 2, rng);
+  check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, true>>(kRope, 1, 2, 1, 100, 100, 1, rng);
+}
+
+}  // namespace
+}  // namespace attnfuse
