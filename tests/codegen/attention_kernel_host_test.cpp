@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attnfuse/program.hpp"
+#include "codegen/cuda/emit.hpp"
 #include "common/dtype.hpp"
 #include "reference/reference.hpp"
 #include "runtime/rope_args.hpp"
@@ -34,14 +35,17 @@ using attnfuse_kernels::FwdKernel;
 using attnfuse_kernels::FwdParams;
 
 // A Spec as codegen emits one (codegen/cuda/emit.cpp), for the programs below: no modifiers.
-template <class E, int kD, int kBM, int kBN, int kW, int kS, int kKW, bool kPack, bool kRot, bool kWin = false>
+// kHalf: the rotation's compile-time pair count (Spec::kRopeHalf where kRot; checked against the
+// emitter's), kNx: neox pairing.
+template <class E, int kD, int kBM, int kBN, int kW, int kS, int kKW, bool kPack, bool kRot, bool kWin = false,
+          int kHalf = kD / 2, bool kNx = true>
 struct HostSpec {
   using Element = E;
   static constexpr int kHeadDim = kD, kBlockM = kBM, kBlockN = kBN, kWarps = kW, kStages = kS, kKeyWarps = kKW;
   static constexpr bool kCausal = true, kSlidingWindow = kWin, kAlibi = false, kBias = false;
   static constexpr bool kHasModifiers = false, kRelu = false;
-  static constexpr bool kRotate = kRot, kPairWindow = false, kNeox = true;
-  static constexpr int kRopeHalf = kRot ? kD / 2 : 0;
+  static constexpr bool kRotate = kRot, kPairWindow = false, kNeox = kNx;
+  static constexpr int kRopeHalf = kRot ? kHalf : 0;
   static constexpr bool kDocument = false, kPagedKV = false, kBlockSparse = false, kPackGqa = kPack;
   static constexpr int kPageListSlots = 0;
   static constexpr bool kWgmma = false, kTmaKV = false, kProducerWarp = false, kSkipRowGroups = false;
@@ -72,6 +76,12 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
                                     << Nq << " Nk " << Nk << " splits " << splits << " tile " << Spec::kBlockM << "x"
                                     << Spec::kBlockN);
   const KernelSpec spec = Program::parse(program).compile({Target::Cuda, kType, D});
+  if (Spec::kRotate) {  // the Spec is the one codegen emits for the fused placement
+    KernelSpec fused = spec;
+    fused.rope_mode = RopeMode::Fused;
+    ASSERT_EQ(Spec::kRopeHalf, codegen::cuda::rope_half_in_kernel(fused));
+    ASSERT_EQ(Spec::kNeox, spec.scalars.rope.style == RopeStyle::Neox);
+  }
   std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng), k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
                  v = random_elements<E>(size_t(B) * Hkv * Nk * D, rng);
   std::vector<E> o(size_t(B) * Hq * Nq * D, E{0x7fc1});  // poisoned (NaN)
@@ -157,11 +167,17 @@ TEST(AttentionKernelOnHost, PrefillTilesMaskTheDiagonalAndTheWindow) {
   check_kernel<HostSpec<bf16_t, 128, 128, 64, 8, 3, 1, false, false, true>>(kWindow, 1, 2, 1, 200, 200, 1, rng);
 }
 
-// Fused RoPE: Q rotated once per tile, each K tile on arrival, in the fixed-unit form.
+// Fused RoPE: Q rotated once per tile, each K tile on arrival: in the fixed-unit form (whole
+// heads and power-of-two spans) and in the generic loop (D = 96's 24 units).
 TEST(AttentionKernelOnHost, FusedRopeRotatesQAndEachKeyTile) {
   std::mt19937 rng(5);
   check_kernel<HostSpec<bf16_t, 64, 16, 64, 4, 2, 4, true, true>>(kRope, 1, 4, 1, 1, 150, 2, rng);
   check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, true>>(kRope, 1, 2, 1, 100, 100, 1, rng);
+  check_kernel<HostSpec<f16_t, 64, 16, 64, 4, 2, 4, true, true, false, 8, false>>(
+      "softmax(causal(rope(Q, K, style=gptj, rotary_dim=16))) @ V", 1, 4, 2, 2, 170, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, true, false, 16>>(
+      "softmax(causal(rope(Q, K, rotary_dim=32))) @ V", 1, 2, 1, 90, 90, 1, rng);
+  check_kernel<HostSpec<bf16_t, 96, 16, 64, 4, 2, 4, true, true, false, 0>>(kRope, 1, 8, 2, 1, 140, 1, rng);
 }
 
 }  // namespace
