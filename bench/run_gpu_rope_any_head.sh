@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Prepared in the fortieth session, not yet run: bench/experiments/rope_fixed_unit_any_head.patch
-# (the fixed-unit rotation for whole heads whose pair units do not divide the block's threads:
-# D = 96, Phi-3's head, where 120 of 128 threads rotate; the module key's 3 bits become a span
-# code). Carry (the patch applies to the tree that adds it):
-#   bash bench/make_device_carry.sh && strip .devcarry/attnfuse && cp .devcarry/attnfuse /tmp/attnfuse_old
-#   git apply bench/experiments/rope_fixed_unit_any_head.patch && bash bench/make_device_carry.sh
-#   strip .devcarry/attnfuse .devcarry/test_gpu && rm -f .devcarry/lib/libattnfuse_c.so .devcarry/dispatch_bench
-#   mkdir -p .devcarry/old && cp /tmp/attnfuse_old .devcarry/old/attnfuse && git apply -R bench/experiments/rope_fixed_unit_any_head.patch
+# Fortieth session, not yet run: the fixed-unit rotation for whole heads whose pair units do not
+# divide the block's threads (D = 96, Phi-3's head, where 120 of 128 threads rotate; the module
+# key's 3 bits a span code), landed from bench/experiments/rope_fixed_unit_any_head.patch after
+# the host emulator ran the whole kernel. Carry (the tree, and the patch reversed as the old CLI):
+#   git apply -R bench/experiments/rope_fixed_unit_any_head.patch && bash bench/make_device_carry.sh
+#   strip .devcarry/attnfuse && cp .devcarry/attnfuse /tmp/attnfuse_old && git apply bench/experiments/rope_fixed_unit_any_head.patch
+#   bash bench/make_device_carry.sh && strip .devcarry/attnfuse .devcarry/test_gpu
+#   rm -f .devcarry/lib/libattnfuse_c.so .devcarry/dispatch_bench
+#   mkdir -p .devcarry/old && cp /tmp/attnfuse_old .devcarry/old/attnfuse
 # Run: bash bench/run_gpu_rope_any_head.sh
-#   1. the whole GPU suite with the patch in 8 shards (limit LIMIT, default 300 s; CudaRope's
+#   1. the whole GPU suite in 8 shards (limit LIMIT, default 300 s; CudaRope's
 #      PositionsFollowQOffsetAndHeadDims has D = 96 prefill and decode cases);
 #   2. old / new, two interleaved rounds, ms: fused RoPE at Phi-3-mini's geometry (Hq = Hkv = 32,
 #      D = 96): prefill 8k, decode B1 and B8 at 32k; and Llama-3-8B B1 decode as a control.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
-say "== 1. the whole GPU suite with the patch"
+say "== 1. the whole GPU suite"
 gpu_suite_sharded "${LIMIT:-300}" 8
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. old / new, ms (median of 30)"

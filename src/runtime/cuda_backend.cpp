@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <iostream>
 #include <mutex>
 #include <unordered_map>
@@ -72,9 +71,7 @@ uint64_t module_key(const KernelSpec& s, int arch) {
   put(static_cast<uint64_t>(s.tile.tma_kv), 1);         // ... with K/V by TMA
   put(static_cast<uint64_t>(s.tile.producer_warp), 1);  // ... issued by a producer warp
   put(static_cast<uint64_t>(s.tile.skip_row_groups), 1);  // block-sparse row groups skip
-  // The fixed-unit rotation's pair count: 0, or 1 + log2 of its units (1 to 64, D <= 256).
-  const int rope_half = codegen::cuda::rope_half_in_kernel(s);
-  put(rope_half > 0 ? std::bit_width(static_cast<unsigned>(rope_half / 2)) : 0, 3);
+  put(static_cast<uint64_t>(codegen::cuda::rope_span_code(s)), 3);  // the fixed-unit rotation's pairs
   return k;  // 64 bits
 }
 

@@ -167,8 +167,8 @@ TEST(AttentionKernelOnHost, PrefillTilesMaskTheDiagonalAndTheWindow) {
   check_kernel<HostSpec<bf16_t, 128, 128, 64, 8, 3, 1, false, false, true>>(kWindow, 1, 2, 1, 200, 200, 1, rng);
 }
 
-// Fused RoPE: Q rotated once per tile, each K tile on arrival: in the fixed-unit form (whole
-// heads and power-of-two spans) and in the generic loop (D = 96's 24 units).
+// Fused RoPE: Q rotated once per tile, each K tile on arrival, in the fixed-unit form: whole
+// heads (D = 96's 24 units on 120 of the tile's 128 threads) and power-of-two partial spans.
 TEST(AttentionKernelOnHost, FusedRopeRotatesQAndEachKeyTile) {
   std::mt19937 rng(5);
   check_kernel<HostSpec<bf16_t, 64, 16, 64, 4, 2, 4, true, true>>(kRope, 1, 4, 1, 1, 150, 2, rng);
@@ -177,7 +177,7 @@ TEST(AttentionKernelOnHost, FusedRopeRotatesQAndEachKeyTile) {
       "softmax(causal(rope(Q, K, style=gptj, rotary_dim=16))) @ V", 1, 4, 2, 2, 170, 1, rng);
   check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, true, false, 16>>(
       "softmax(causal(rope(Q, K, rotary_dim=32))) @ V", 1, 2, 1, 90, 90, 1, rng);
-  check_kernel<HostSpec<bf16_t, 96, 16, 64, 4, 2, 4, true, true, false, 0>>(kRope, 1, 8, 2, 1, 140, 1, rng);
+  check_kernel<HostSpec<bf16_t, 96, 16, 64, 4, 2, 4, true, true, false, 48>>(kRope, 1, 8, 2, 1, 140, 1, rng);
 }
 
 }  // namespace

@@ -132,7 +132,9 @@ TEST(RopeKernelOnHost, ComputedAnglesMatchTheFloat64Rotation) {
   check_computed<bf16_t, true, 128, 16, 128>(llama3, 7, rng);       // a decode Q tile
   check_computed<bf16_t, true, 128, 128, 256>(llama3, 2000, rng);   // a prefill Q tile
   check_computed<bf16_t, true, 128, 6, 128>(llama3, 50, rng);       // the last pass partial
-  check_computed<bf16_t, true, 96, 64, 128>(llama3, 900, rng);      // 24 units: the generic loop
+  check_computed<bf16_t, true, 96, 64, 128>(llama3, 900, rng);      // 24 units: 120 of 128 threads
+  check_computed<bf16_t, true, 96, 16, 128>(llama3, 33, rng);       // ... a decode Q tile
+  check_computed<bf16_t, true, 96, 128, 256>(llama3, 5000, rng);    // ... 240 of 256 threads
   RopeParams gptj;  // GPT-J: interleaved pairs over a quarter of the head
   gptj.style = RopeStyle::Gptj;
   gptj.rotary_dim = 16;

@@ -172,7 +172,7 @@ TEST(FitSharedMemory, FittedTilesCompile) {
 // compile-time pair count of the fused rotation (Spec::kRopeHalf) was emitted from rotary_dim
 // while the key held no trace of it, and a partial rotary span ran a full span's kernel on the
 // GPU (the key now holds that count's log2). Each program below is taken in both RoPE
-// placements, in its prefill, decode and paged tiles, at two head dims, on sm_80 and sm_90.
+// placements, in its prefill, decode and paged tiles, at three head dims, on sm_80 and sm_90.
 TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
   const std::vector<std::string> programs = {
       "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 128)) @ V",
@@ -203,10 +203,10 @@ TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
   };
   std::vector<Built> specs;
   for (const std::string& text : programs)
-    for (int d : {64, 128})
+    for (int d : {64, 96, 128})
       for (RopeMode mode : {RopeMode::Fused, RopeMode::Prerotate})
         for (int tile : {0, 1, 2}) {  // prefill, decode, paged decode
-          if (d == 64 && text.find("rotary_dim=128") != std::string::npos) continue;  // past the head
+          if (d < 128 && text.find("rotary_dim=128") != std::string::npos) continue;  // past the head
           KernelSpec s = Program::parse(text).compile({Target::Cuda, DType::BF16, d});
           if (s.score == ScoreKind::ScaledDot && mode == RopeMode::Prerotate) continue;
           if (s.score != ScoreKind::ScaledDot) {
@@ -247,6 +247,13 @@ TEST(ModuleKey, SpecsWithOneKeyEmitOneSource) {
             key("softmax(causal(rope(Q, K, rotary_dim=64))) @ V", RopeMode::Fused));
   EXPECT_EQ(key("softmax(causal(rope(Q, K, rotary_dim=24))) @ V", RopeMode::Fused),
             key("softmax(causal(rope(Q, K, rotary_dim=40))) @ V", RopeMode::Fused));
+  // A whole head is one code whatever its dim (the dim is structure already).
+  EXPECT_EQ(codegen::cuda::rope_span_code([] {
+              KernelSpec s = Program::parse("softmax(causal(rope(Q, K))) @ V").compile({Target::Cuda, DType::BF16, 96});
+              s.rope_mode = RopeMode::Fused;
+              return s;
+            }()),
+            1);
   EXPECT_EQ(key("softmax(causal(rope(Q, K, rotary_dim=32))) @ V", RopeMode::Prerotate),
             key("softmax(causal(rope(Q, K))) @ V", RopeMode::Prerotate));
 }

@@ -99,7 +99,18 @@ int rope_half_in_kernel(const KernelSpec& spec) {
   if (!rotates_in_kernel(spec)) return 0;
   const int rotary_dim = spec.scalars.rope.rotary_dim > 0 ? spec.scalars.rope.rotary_dim : spec.head_dim;
   const int units = rotary_dim / 4;  // 32-bit units of two pairs (CUDA takes rotary_dim % 4 == 0)
-  return rotary_dim % 4 == 0 && units > 0 && std::has_single_bit(static_cast<unsigned>(units)) ? rotary_dim / 2 : 0;
+  if (rotary_dim % 4 != 0 || units == 0) return 0;
+  // The whole head (its dim is in the module key already), or a partial span of 1-32 units, a
+  // power of two (their log2 is).
+  const bool whole = rotary_dim == spec.head_dim;
+  return whole || (units <= 32 && std::has_single_bit(static_cast<unsigned>(units))) ? rotary_dim / 2 : 0;
+}
+
+int rope_span_code(const KernelSpec& spec) {
+  const int half = rope_half_in_kernel(spec);
+  if (half == 0) return 0;
+  if (2 * half == spec.head_dim) return 1;
+  return 1 + std::bit_width(static_cast<unsigned>(half / 2));  // 2 + log2(units)
 }
 
 std::string emit_forward(const KernelSpec& spec) {
@@ -163,10 +174,10 @@ struct Spec {{
   static constexpr bool kRotate = {rotate};
   static constexpr bool kPairWindow = {pair_window};
   static constexpr bool kNeox = {neox};
-  // Pairs the in-kernel rotation turns (rotary_dim / 2) where a block's threads cover whole rows
-  // of its pair units (a power of two of them), else 0 (the span read at run time), and 0
-  // without a rotation: compile-time, so each thread of a tile's rotation keeps one pair unit
-  // (rope.cuh, rotate_rows_fixed_unit).
+  // Pairs the in-kernel rotation turns (rotary_dim / 2) for a whole head or a partial span of a
+  // power-of-two unit count, else 0 (the span read at run time), and 0 without a rotation:
+  // compile-time, so each thread of a tile's rotation keeps one pair unit (rope.cuh,
+  // rotate_rows_fixed_unit).
   static constexpr int kRopeHalf = {rope_half};
   // Sequences: documents (cu_seqlens), a paged K/V cache, BlockMask rows; the decode variant
   // packs a GQA group's query heads into the tile rows.

@@ -59,10 +59,13 @@ bool rotates_in_kernel(ScoreKind score, RopeMode mode);
 // wants 8 whole pairs in each (rope.cuh, WindowCut).
 bool interleaves_pairs(const KernelSpec& spec);
 // The pairs the in-kernel rotation turns, compiled into the module (Spec::kRopeHalf, which lets
-// each thread keep one pair unit: rope.cuh, rotate_rows_fixed_unit): rotary_dim / 2 where its
-// 32-bit units of two pairs number a power of two (D 64 / 128 / 256 whole, and spans such as 32
-// or 64 of 128), so that every block's threads cover whole rows of them; else 0, and the kernel
-// reads the span at run time. The runtime's in-memory module key holds the unit count's log2.
+// each thread keep one pair unit: rope.cuh, rotate_rows_fixed_unit): rotary_dim / 2 for a whole
+// head (D 64-256) and for partial spans whose 32-bit units of two pairs number a power of two up
+// to 32 (32 or 64 of 128, say); else 0, and the kernel reads the span at run time. The
+// runtime's in-memory module key holds which (rope_span_code).
 int rope_half_in_kernel(const KernelSpec& spec);
+// rope_half_in_kernel as 3 bits of structure (the head dim is structure already): 0 the run-time
+// span (or no rotation), 1 the whole head, 2 + log2(units) a partial span of 1-32 units.
+int rope_span_code(const KernelSpec& spec);
 
 }  // namespace attnfuse::codegen::cuda

@@ -26,10 +26,10 @@ struct Spec {
   static constexpr bool kRotate = false;
   static constexpr bool kPairWindow = false;
   static constexpr bool kNeox = true;
-  // Pairs the in-kernel rotation turns (rotary_dim / 2) where a block's threads cover whole rows
-  // of its pair units (a power of two of them), else 0 (the span read at run time), and 0
-  // without a rotation: compile-time, so each thread of a tile's rotation keeps one pair unit
-  // (rope.cuh, rotate_rows_fixed_unit).
+  // Pairs the in-kernel rotation turns (rotary_dim / 2) for a whole head or a partial span of a
+  // power-of-two unit count, else 0 (the span read at run time), and 0 without a rotation:
+  // compile-time, so each thread of a tile's rotation keeps one pair unit (rope.cuh,
+  // rotate_rows_fixed_unit).
   static constexpr int kRopeHalf = 0;
   // Sequences: documents (cu_seqlens), a paged K/V cache, BlockMask rows; the decode variant
   // packs a GQA group's query heads into the tile rows.

@@ -182,9 +182,10 @@ __device__ __forceinline__ void for_each_unit_pair(Element* tile, int half, Body
   }
 }
 
-// rotate_tile_at's form where the block's threads cover whole rows of units (kThreads a multiple
-// of the kHalf / 2 units of a row, kHalf known at compile time): thread t always takes unit
-// t % units, of rows t / units + j * kThreads / units. Its two turns are read once per tile and
+// rotate_tile_at's form for a pair count kHalf known at compile time: the block's first
+// (kThreads / units) * units threads cover whole rows of the kHalf / 2 units of a row (all of
+// them where units divide kThreads; 120 of 128 at D = 96, whose 24 units do not), and thread t
+// always takes unit t % units, of rows t / units + j * (kThreads / units). Its two turns are read once per tile and
 // its shared-memory offsets are constants, and no item needs an index division or a bounds test
 // where the passes fill the tile. The generic loop (for_each_unit_pair) divides each item's
 // index by the runtime pair count and tests it against the tile: Nsight put half of a fused
@@ -194,6 +195,7 @@ template <class Element, bool kNeox, int kRows, int kStride, int kThreads, int k
 __device__ __forceinline__ void rotate_rows_fixed_unit(Element* tile, PosOf&& pos_of, const RopeTables& r) {
   constexpr int kUnits = kHalf / 2, kRowStep = kThreads / kUnits;
   constexpr int kPasses = (kRows + kRowStep - 1) / kRowStep, kBatch = 4;
+  if (kThreads % kUnits != 0 && threadIdx.x >= kRowStep * kUnits) return;  // no barrier inside
   const int u = threadIdx.x % kUnits, row0 = threadIdx.x / kUnits;
   int oa, ob;
   pair_units<kNeox>(u, kHalf, oa, ob);
@@ -238,8 +240,9 @@ __device__ __forceinline__ void rotate_rows_fixed_unit(Element* tile, PosOf&& po
   }
 }
 
-// Whether rotate_rows_fixed_unit serves a block of `threads` over `half` compile-time pairs.
-constexpr bool fixed_unit_fits(int threads, int half) { return half > 0 && threads % (half / 2) == 0; }
+// Whether rotate_rows_fixed_unit serves a block of `threads` over `half` compile-time pairs: a
+// row's units must not outnumber the threads.
+constexpr bool fixed_unit_fits(int threads, int half) { return half > 0 && half / 2 <= threads; }
 
 // Rotates rows [0, kRows) of a shared-memory tile in place, row i at position pos_of(i); kHalf:
 // the rotated pairs where the kernel knows them at compile time (0: r.half). The source of cos
