@@ -8,6 +8,8 @@
 // meetings of 32 threads), so the shapes are small, with odd lengths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,20 +36,30 @@ using attnfuse_kernels::f16_t;
 using attnfuse_kernels::FwdKernel;
 using attnfuse_kernels::FwdParams;
 
-// A Spec as codegen emits one (codegen/cuda/emit.cpp), for the programs below: no modifiers.
-// kHalf: the rotation's compile-time pair count (Spec::kRopeHalf where kRot; checked against the
-// emitter's), kNx: neox pairing.
-template <class E, int kD, int kBM, int kBN, int kW, int kS, int kKW, bool kPack, bool kRot, bool kWin = false,
-          int kHalf = kD / 2, bool kNx = true>
+// A Spec as codegen emits one (codegen/cuda/emit.cpp) for the programs below, which have no
+// modifiers: the tile, and which features the kernel compiles in (checked against the emitter's
+// choices for the program in check_kernel).
+struct Tile {
+  int bm, bn, warps, stages, key_warps;
+  bool pack;  // the GQA-packed decode variant
+};
+struct Features {
+  bool rotate = false, window = false, neox = true, paged = false;
+  int rope_half = 0, page_slots = 0;
+};
+constexpr Tile kDecode{16, 64, 4, 2, 4, true}, kDecodeSplit{16, 64, 4, 3, 4, true}, kPrefill64{64, 64, 4, 2, 1, false};
+
+template <class E, int kD, Tile kT, Features kF = Features{}>
 struct HostSpec {
   using Element = E;
-  static constexpr int kHeadDim = kD, kBlockM = kBM, kBlockN = kBN, kWarps = kW, kStages = kS, kKeyWarps = kKW;
-  static constexpr bool kCausal = true, kSlidingWindow = kWin, kAlibi = false, kBias = false;
+  static constexpr int kHeadDim = kD, kBlockM = kT.bm, kBlockN = kT.bn, kWarps = kT.warps, kStages = kT.stages;
+  static constexpr int kKeyWarps = kT.key_warps;
+  static constexpr bool kCausal = true, kSlidingWindow = kF.window, kAlibi = false, kBias = false;
   static constexpr bool kHasModifiers = false, kRelu = false;
-  static constexpr bool kRotate = kRot, kPairWindow = false, kNeox = kNx;
-  static constexpr int kRopeHalf = kRot ? kHalf : 0;
-  static constexpr bool kDocument = false, kPagedKV = false, kBlockSparse = false, kPackGqa = kPack;
-  static constexpr int kPageListSlots = 0;
+  static constexpr bool kRotate = kF.rotate, kPairWindow = false, kNeox = kF.neox;
+  static constexpr int kRopeHalf = kF.rope_half;
+  static constexpr bool kDocument = false, kPagedKV = kF.paged, kBlockSparse = false, kPackGqa = kT.pack;
+  static constexpr int kPageListSlots = kF.page_slots;
   static constexpr bool kWgmma = false, kTmaKV = false, kProducerWarp = false, kSkipRowGroups = false;
   static float modify(float s, const FwdParams&, const attnfuse_kernels::CellCtx&) { return s; }
 };
@@ -66,9 +78,12 @@ double to_double(E e) {
 }
 
 // Runs Spec's kernel on B x Hq x Nq queries over Nk keys (Hkv heads), split into `splits` parts
-// of the key axis (decode tiles merge them in the kernel), and checks O and LSE.
+// of the key axis (decode tiles merge them in the kernel), and checks O and LSE. Paged specs
+// take their keys from pages of `page_size` rows ([pages, page_size, Hkv, D]) in shuffled order
+// among spare ones, batch entry b holding Nk - 29 b keys.
 template <class Spec>
-void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng) {
+void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
+                  int page_size = 0) {
   using E = typename Spec::Element;
   constexpr int D = Spec::kHeadDim;
   constexpr DType kType = std::is_same_v<E, bf16_t> ? DType::BF16 : DType::F16;
@@ -76,11 +91,17 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
                                     << Nq << " Nk " << Nk << " splits " << splits << " tile " << Spec::kBlockM << "x"
                                     << Spec::kBlockN);
   const KernelSpec spec = Program::parse(program).compile({Target::Cuda, kType, D});
-  if (Spec::kRotate) {  // the Spec is the one codegen emits for the fused placement
-    KernelSpec fused = spec;
-    fused.rope_mode = RopeMode::Fused;
-    ASSERT_EQ(Spec::kRopeHalf, codegen::cuda::rope_half_in_kernel(fused));
-    ASSERT_EQ(Spec::kNeox, spec.scalars.rope.style == RopeStyle::Neox);
+  {  // the Spec is the one codegen emits for this program in the fused placement
+    KernelSpec emitted = spec;
+    emitted.rope_mode = RopeMode::Fused;
+    emitted.tile = {.block_q = Spec::kBlockM, .block_k = Spec::kBlockN, .num_warps = Spec::kWarps,
+                    .stages = Spec::kStages, .pack_gqa = Spec::kPackGqa, .key_warps = Spec::kKeyWarps};
+    if (Spec::kPagedKV) emitted.kv_layout = KvLayout::Paged;
+    ASSERT_EQ(Spec::kRotate, codegen::cuda::rotates_in_kernel(emitted));
+    ASSERT_EQ(Spec::kRopeHalf, codegen::cuda::rope_half_in_kernel(emitted));
+    ASSERT_EQ(Spec::kPageListSlots, codegen::cuda::page_list_slots(emitted));
+    ASSERT_EQ(Spec::kSlidingWindow, spec.masks.has(MaskKind::SlidingWindow));
+    if (Spec::kRotate) ASSERT_EQ(Spec::kNeox, spec.scalars.rope.style == RopeStyle::Neox);
   }
   std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng), k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
                  v = random_elements<E>(size_t(B) * Hkv * Nk * D, rng);
@@ -100,6 +121,39 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   p.lse_stride[0] = int64_t{Hq} * Nq, p.lse_stride[1] = Nq;
   p.batch = B, p.heads_q = Hq, p.heads_kv = Hkv, p.len_q = Nq, p.len_k = Nk, p.head_ratio = Hq / Hkv;
   p.q_offset = Nk - Nq;  // bottom-right, as the reference aligns causal rows
+  std::vector<int32_t> indices, indptr{0}, last;
+  std::vector<E> k_pages, v_pages;
+  if constexpr (Spec::kPagedKV) {
+    ASSERT_GT(page_size, 0);
+    int pages = 0;
+    for (int b = 0; b < B; ++b) {
+      const int len = Nk - 29 * b;
+      ASSERT_GT(len, 0);
+      pages += (len + page_size - 1) / page_size;
+      indptr.push_back(pages);
+      last.push_back(len - ((len + page_size - 1) / page_size - 1) * page_size);
+    }
+    const int pool = pages + 3;  // spare pages the table never names
+    std::vector<int32_t> order(static_cast<size_t>(pool));
+    for (int i = 0; i < pool; ++i) order[size_t(i)] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    indices.assign(order.begin(), order.begin() + pages);
+    k_pages = random_elements<E>(size_t(pool) * page_size * Hkv * D, rng);
+    v_pages = random_elements<E>(size_t(pool) * page_size * Hkv * D, rng);
+    PagedKV pk;
+    pk.k_pages = TensorView::contiguous(k_pages.data(), kType, {pool, page_size, Hkv, D});
+    pk.v_pages = TensorView::contiguous(v_pages.data(), kType, {pool, page_size, Hkv, D});
+    pk.page_indices = indices, pk.page_indptr = indptr, pk.last_page_len = last;
+    args.paged = pk;
+    args.k = args.v = TensorView{};
+    p.k = k_pages.data(), p.v = v_pages.data();
+    const auto pks = pk.strides(pk.k_pages), pvs = pk.strides(pk.v_pages);
+    for (int i = 0; i < 3; ++i) p.page_stride_k[i] = pks[size_t(i)], p.page_stride_v[i] = pvs[size_t(i)];
+    p.page_indices = indices.data(), p.page_indptr = indptr.data(), p.last_page_len = last.data();
+    p.page_size = page_size;
+    p.page_shift = std::has_single_bit(unsigned(page_size)) ? std::countr_zero(unsigned(page_size)) : -1;
+    p.len_k = 0;  // each sequence's own, from its pages
+  }
   const double scale = 1.0 / std::sqrt(double{D});
   p.scale = static_cast<float>(scale);
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
@@ -143,16 +197,28 @@ constexpr const char* kWindow = "softmax(sliding_window(causal(scaled_dot_produc
 // rows, four warps each taking 16 keys of every 64-key tile and merged through shared memory.
 TEST(AttentionKernelOnHost, DecodeTilePacksTheGroupAndMergesKeyWarps) {
   std::mt19937 rng(2026);
-  using Decode64 = HostSpec<bf16_t, 64, 16, 64, 4, 2, 4, true, false>;
+  using Decode64 = HostSpec<bf16_t, 64, kDecode>;
   check_kernel<Decode64>(kCausal, 1, 8, 2, 1, 203, 1, rng);   // one token, a 4-head group
   check_kernel<Decode64>(kCausal, 2, 4, 1, 3, 130, 1, rng);   // three draft tokens: 12 of 16 rows
-  check_kernel<HostSpec<f16_t, 128, 16, 64, 4, 3, 4, true, false>>(kCausal, 1, 4, 2, 1, 77, 1, rng);
+  check_kernel<HostSpec<f16_t, 128, kDecodeSplit>>(kCausal, 1, 4, 2, 1, 77, 1, rng);
+}
+
+// Paged K/V (FlashInfer's layout and indptr conventions): sequences of their own lengths, pages
+// in shuffled order, the block's page ids staged in shared memory; split and unsplit, page sizes
+// that are and are not powers of two, against the same reference as a contiguous cache.
+TEST(AttentionKernelOnHost, PagedDecodeReadsEachSequencesPages) {
+  std::mt19937 rng(16);
+  constexpr Features kPaged{.paged = true, .page_slots = 256};
+  check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 3, 8, 2, 1, 150, 1, rng, 16);
+  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kPaged>>(kCausal, 2, 4, 1, 2, 301, 3, rng, 12);
+  check_kernel<HostSpec<f16_t, 64, kDecode, Features{.rotate = true, .paged = true, .rope_half = 32, .page_slots = 256}>>(
+      kRope, 2, 4, 2, 1, 99, 1, rng, 32);
 }
 
 // A split call: each part's block writes partial rows and the last one merges them by LSE.
 TEST(AttentionKernelOnHost, SplitDecodeMergesItsPartsInTheKernel) {
   std::mt19937 rng(7);
-  using Decode64 = HostSpec<bf16_t, 64, 16, 64, 4, 3, 4, true, false>;
+  using Decode64 = HostSpec<bf16_t, 64, kDecodeSplit>;
   check_kernel<Decode64>(kCausal, 1, 8, 2, 1, 389, 3, rng);  // 7 tiles over 3 parts
   check_kernel<Decode64>(kCausal, 1, 4, 1, 2, 97, 4, rng);   // more parts than tiles: empty parts
 }
@@ -160,24 +226,26 @@ TEST(AttentionKernelOnHost, SplitDecodeMergesItsPartsInTheKernel) {
 // The prefill tiles: causal tiles on the diagonal masked per cell, the others without masks.
 TEST(AttentionKernelOnHost, PrefillTilesMaskTheDiagonalAndTheWindow) {
   std::mt19937 rng(11);
-  check_kernel<HostSpec<f16_t, 64, 64, 64, 4, 2, 1, false, false>>(kCausal, 1, 2, 1, 131, 131, 1, rng);
-  check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, false>>(kCausal, 1, 2, 2, 37, 150, 1, rng);  // chunked
+  check_kernel<HostSpec<f16_t, 64, kPrefill64>>(kCausal, 1, 2, 1, 131, 131, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64>>(kCausal, 1, 2, 2, 37, 150, 1, rng);  // chunked
   // The sm_80 tile at D = 128 (128 rows over 8 warps, three stages) with a sliding window, whose
   // lower edge leaves tiles behind the diagonal and masks cells in them.
-  check_kernel<HostSpec<bf16_t, 128, 128, 64, 8, 3, 1, false, false, true>>(kWindow, 1, 2, 1, 200, 200, 1, rng);
+  check_kernel<HostSpec<bf16_t, 128, Tile{128, 64, 8, 3, 1, false}, Features{.window = true}>>(kWindow, 1, 2, 1, 200,
+                                                                                           200, 1, rng);
 }
 
 // Fused RoPE: Q rotated once per tile, each K tile on arrival, in the fixed-unit form: whole
 // heads (D = 96's 24 units on 120 of the tile's 128 threads) and power-of-two partial spans.
 TEST(AttentionKernelOnHost, FusedRopeRotatesQAndEachKeyTile) {
   std::mt19937 rng(5);
-  check_kernel<HostSpec<bf16_t, 64, 16, 64, 4, 2, 4, true, true>>(kRope, 1, 4, 1, 1, 150, 2, rng);
-  check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, true>>(kRope, 1, 2, 1, 100, 100, 1, rng);
-  check_kernel<HostSpec<f16_t, 64, 16, 64, 4, 2, 4, true, true, false, 8, false>>(
+  check_kernel<HostSpec<bf16_t, 64, kDecode, Features{.rotate = true, .rope_half = 32}>>(kRope, 1, 4, 1, 1, 150, 2, rng);
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.rotate = true, .rope_half = 32}>>(kRope, 1, 2, 1, 100, 100, 1,
+                                                                                             rng);
+  check_kernel<HostSpec<f16_t, 64, kDecode, Features{.rotate = true, .neox = false, .rope_half = 8}>>(
       "softmax(causal(rope(Q, K, style=gptj, rotary_dim=16))) @ V", 1, 4, 2, 2, 170, 1, rng);
-  check_kernel<HostSpec<bf16_t, 64, 64, 64, 4, 2, 1, false, true, false, 16>>(
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.rotate = true, .rope_half = 16}>>(
       "softmax(causal(rope(Q, K, rotary_dim=32))) @ V", 1, 2, 1, 90, 90, 1, rng);
-  check_kernel<HostSpec<bf16_t, 96, 16, 64, 4, 2, 4, true, true, false, 48>>(kRope, 1, 8, 2, 1, 140, 1, rng);
+  check_kernel<HostSpec<bf16_t, 96, kDecode, Features{.rotate = true, .rope_half = 48}>>(kRope, 1, 8, 2, 1, 140, 1, rng);
 }
 
 }  // namespace
