@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -46,6 +47,8 @@ struct Tile {
 struct Features {
   bool rotate = false, window = false, neox = true, paged = false;
   int rope_half = 0, page_slots = 0;
+  bool pair_window = false;   // rope_window
+  bool alibi = false, softcap = false;  // score modifiers, alibi first where both
 };
 constexpr Tile kDecode{16, 64, 4, 2, 4, true}, kDecodeSplit{16, 64, 4, 3, 4, true}, kPrefill64{64, 64, 4, 2, 1, false};
 
@@ -54,14 +57,20 @@ struct HostSpec {
   using Element = E;
   static constexpr int kHeadDim = kD, kBlockM = kT.bm, kBlockN = kT.bn, kWarps = kT.warps, kStages = kT.stages;
   static constexpr int kKeyWarps = kT.key_warps;
-  static constexpr bool kCausal = true, kSlidingWindow = kF.window, kAlibi = false, kBias = false;
-  static constexpr bool kHasModifiers = false, kRelu = false;
-  static constexpr bool kRotate = kF.rotate, kPairWindow = false, kNeox = kF.neox;
+  static constexpr bool kCausal = true, kSlidingWindow = kF.window, kAlibi = kF.alibi, kBias = false;
+  static constexpr bool kHasModifiers = kF.alibi || kF.softcap, kRelu = false;
+  static constexpr bool kRotate = kF.rotate, kPairWindow = kF.pair_window, kNeox = kF.neox;
   static constexpr int kRopeHalf = kF.rope_half;
   static constexpr bool kDocument = false, kPagedKV = kF.paged, kBlockSparse = false, kPackGqa = kT.pack;
   static constexpr int kPageListSlots = kF.page_slots;
   static constexpr bool kWgmma = false, kTmaKV = false, kProducerWarp = false, kSkipRowGroups = false;
-  static float modify(float s, const FwdParams&, const attnfuse_kernels::CellCtx&) { return s; }
+  static constexpr Features kFeatures = kF;
+  // The hook's lines as codegen::cuda::emit_forward writes them for each modifier.
+  static float modify(float s, const FwdParams& p, const attnfuse_kernels::CellCtx& c) {
+    if constexpr (kF.alibi) s -= c.slope * (float)abs(c.delta);
+    if constexpr (kF.softcap) s = p.softcap * attnfuse_kernels::fast_tanh(s * p.inv_softcap);
+    return s;
+  }
 };
 
 template <class E>
@@ -101,6 +110,10 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_EQ(Spec::kRopeHalf, codegen::cuda::rope_half_in_kernel(emitted));
     ASSERT_EQ(Spec::kPageListSlots, codegen::cuda::page_list_slots(emitted));
     ASSERT_EQ(Spec::kSlidingWindow, spec.masks.has(MaskKind::SlidingWindow));
+    ASSERT_EQ(Spec::kPairWindow, spec.score == ScoreKind::RopeWindow);
+    ASSERT_EQ(spec.modifiers.size(), int{Spec::kAlibi} + int{Spec::kFeatures.softcap});
+    ASSERT_EQ(Spec::kAlibi, spec.modifiers.has(ModifierKind::Alibi));
+    if (Spec::kAlibi && spec.modifiers.size() > 1) ASSERT_EQ(spec.modifiers[0], ModifierKind::Alibi);
     if (Spec::kRotate) ASSERT_EQ(Spec::kNeox, spec.scalars.rope.style == RopeStyle::Neox);
   }
   std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng), k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
@@ -158,7 +171,10 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   p.scale = static_cast<float>(scale);
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
   p.window = static_cast<int>(spec.scalars.window);
-  if (Spec::kRotate) p.rope = runtime::rope_args(spec.scalars.rope, false, D, reference::rope_seq_len(args));
+  p.softcap = static_cast<float>(spec.scalars.softcap);
+  p.inv_softcap = spec.scalars.softcap > 0 ? static_cast<float>(1.0 / spec.scalars.softcap) : 0.f;
+  if (Spec::kRotate)
+    p.rope = runtime::rope_args(spec.scalars.rope, Spec::kPairWindow, D, reference::rope_seq_len(args));
   // Split parts: each block writes its rows' partial O and LSE, and the part that counts last
   // merges them (block_merge.cuh), on a zeroed counter per (slot, KV head, batch entry).
   const int G = Spec::kPackGqa ? Hq / Hkv : 1;
@@ -201,6 +217,23 @@ TEST(AttentionKernelOnHost, DecodeTilePacksTheGroupAndMergesKeyWarps) {
   check_kernel<Decode64>(kCausal, 1, 8, 2, 1, 203, 1, rng);   // one token, a 4-head group
   check_kernel<Decode64>(kCausal, 2, 4, 1, 3, 130, 1, rng);   // three draft tokens: 12 of 16 rows
   check_kernel<HostSpec<f16_t, 128, kDecodeSplit>>(kCausal, 1, 4, 2, 1, 77, 1, rng);
+}
+
+// Score modifiers in the cell loop (the hook after the scale), and rope_window's per-tile pair
+// plan (dead pairs' dims zeroed in the Q fragments and their K chunks not loaded, boundary
+// pairs corrected per cell, far tiles at a compile-time pruning level), exact per cell.
+TEST(AttentionKernelOnHost, ModifiersAndRopeWindowPerCell) {
+  std::mt19937 rng(31);
+  constexpr Features kMods{.alibi = true, .softcap = true};
+  const std::string mods = "softmax(softcap(alibi(causal(scaled_dot_product(Q, K))), 20)) @ V";
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, kMods>>(mods, 1, 4, 2, 97, 120, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kMods>>(mods, 1, 8, 2, 1, 257, 2, rng);
+  constexpr Features kWin{.rotate = true, .rope_half = 32, .pair_window = true};
+  for (const char* k : {"0.25", "1", "8"}) {
+    const std::string win = std::string("softmax(causal(rope_window(Q, K, k=") + k + "))) @ V";
+    check_kernel<HostSpec<bf16_t, 64, kPrefill64, kWin>>(win, 1, 2, 1, 150, 300, 1, rng);
+    check_kernel<HostSpec<f16_t, 64, kDecode, kWin>>(win, 1, 4, 1, 2, 333, 2, rng);
+  }
 }
 
 // Paged K/V (FlashInfer's layout and indptr conventions): sequences of their own lengths, pages
