@@ -49,6 +49,7 @@ struct Features {
   int rope_half = 0, page_slots = 0;
   bool pair_window = false;   // rope_window
   bool alibi = false, softcap = false;  // score modifiers, alibi first where both
+  bool document = false;                // packed sequences (cu_seqlens)
 };
 constexpr Tile kDecode{16, 64, 4, 2, 4, true}, kDecodeSplit{16, 64, 4, 3, 4, true}, kPrefill64{64, 64, 4, 2, 1, false};
 
@@ -61,7 +62,7 @@ struct HostSpec {
   static constexpr bool kHasModifiers = kF.alibi || kF.softcap, kRelu = false;
   static constexpr bool kRotate = kF.rotate, kPairWindow = kF.pair_window, kNeox = kF.neox;
   static constexpr int kRopeHalf = kF.rope_half;
-  static constexpr bool kDocument = false, kPagedKV = kF.paged, kBlockSparse = false, kPackGqa = kT.pack;
+  static constexpr bool kDocument = kF.document, kPagedKV = kF.paged, kBlockSparse = false, kPackGqa = kT.pack;
   static constexpr int kPageListSlots = kF.page_slots;
   static constexpr bool kWgmma = false, kTmaKV = false, kProducerWarp = false, kSkipRowGroups = false;
   static constexpr Features kFeatures = kF;
@@ -89,10 +90,11 @@ double to_double(E e) {
 // Runs Spec's kernel on B x Hq x Nq queries over Nk keys (Hkv heads), split into `splits` parts
 // of the key axis (decode tiles merge them in the kernel), and checks O and LSE. Paged specs
 // take their keys from pages of `page_size` rows ([pages, page_size, Hkv, D]) in shuffled order
-// among spare ones, batch entry b holding Nk - 29 b keys.
+// among spare ones, batch entry b holding Nk - 29 b keys. Document specs pack `docs` (lengths,
+// for queries and keys alike) into Nq = Nk rows.
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
-                  int page_size = 0) {
+                  int page_size = 0, const std::vector<int32_t>& docs = {}) {
   using E = typename Spec::Element;
   constexpr int D = Spec::kHeadDim;
   constexpr DType kType = std::is_same_v<E, bf16_t> ? DType::BF16 : DType::F16;
@@ -111,6 +113,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_EQ(Spec::kPageListSlots, codegen::cuda::page_list_slots(emitted));
     ASSERT_EQ(Spec::kSlidingWindow, spec.masks.has(MaskKind::SlidingWindow));
     ASSERT_EQ(Spec::kPairWindow, spec.score == ScoreKind::RopeWindow);
+    ASSERT_EQ(Spec::kDocument, spec.masks.has(MaskKind::Document));
     ASSERT_EQ(spec.modifiers.size(), int{Spec::kAlibi} + int{Spec::kFeatures.softcap});
     ASSERT_EQ(Spec::kAlibi, spec.modifiers.has(ModifierKind::Alibi));
     if (Spec::kAlibi && spec.modifiers.size() > 1) ASSERT_EQ(spec.modifiers[0], ModifierKind::Alibi);
@@ -167,6 +170,15 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     p.page_shift = std::has_single_bit(unsigned(page_size)) ? std::countr_zero(unsigned(page_size)) : -1;
     p.len_k = 0;  // each sequence's own, from its pages
   }
+  std::vector<int32_t> cu{0};
+  if constexpr (Spec::kDocument) {
+    for (int32_t len : docs) cu.push_back(cu.back() + len);
+    ASSERT_EQ(cu.back(), Nq);
+    ASSERT_EQ(Nq, Nk);
+    args.cu_seqlens_q = args.cu_seqlens_k = SeqOffsetsView::contiguous(cu.data(), static_cast<int64_t>(cu.size()));
+    p.cu_q = p.cu_k = cu.data();
+    p.num_docs = static_cast<int>(docs.size());
+  }
   const double scale = 1.0 / std::sqrt(double{D});
   p.scale = static_cast<float>(scale);
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
@@ -178,7 +190,9 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   // Split parts: each block writes its rows' partial O and LSE, and the part that counts last
   // merges them (block_merge.cuh), on a zeroed counter per (slot, KV head, batch entry).
   const int G = Spec::kPackGqa ? Hq / Hkv : 1;
-  const int slots = (G * Nq + Spec::kBlockM - 1) / Spec::kBlockM;
+  // (A document's first tile sits at slot floor(G * cu_q[d] / kBM) + d: work.cuh.)
+  const int slots = Spec::kDocument ? G * Nq / Spec::kBlockM + static_cast<int>(docs.size())
+                                    : (G * Nq + Spec::kBlockM - 1) / Spec::kBlockM;
   const int heads = Spec::kPackGqa ? Hkv : Hq;
   const int64_t rows = int64_t{B} * Hq * Nq;
   std::vector<float> part_o(size_t(splits) * rows * D), part_lse(size_t(splits) * rows);
@@ -234,6 +248,20 @@ TEST(AttentionKernelOnHost, ModifiersAndRopeWindowPerCell) {
     check_kernel<HostSpec<bf16_t, 64, kPrefill64, kWin>>(win, 1, 2, 1, 150, 300, 1, rng);
     check_kernel<HostSpec<f16_t, 64, kDecode, kWin>>(win, 1, 4, 1, 2, 333, 2, rng);
   }
+}
+
+// Packed documents (cu_seqlens): no attention across them, each aligned bottom-right with its
+// own positions, tiles straddling two documents, one-token documents, a window inside them.
+TEST(AttentionKernelOnHost, DocumentsNeverAttendAcrossEachOther) {
+  std::mt19937 rng(41);
+  constexpr Features kDocs{.document = true};
+  const std::vector<int32_t> docs{70, 1, 129, 33};
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, kDocs>>("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 2,
+                                                        1, 233, 233, 1, rng, 0, docs);
+  check_kernel<HostSpec<f16_t, 64, kPrefill64, Features{.window = true, .document = true}>>(
+      "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 50))) @ V", 1, 4, 2, 233, 233, 1, rng, 0, docs);
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.rotate = true, .rope_half = 32, .document = true}>>(
+      "softmax(document(causal(rope(Q, K)))) @ V", 1, 2, 1, 233, 233, 1, rng, 0, docs);
 }
 
 // Paged K/V (FlashInfer's layout and indptr conventions): sequences of their own lengths, pages
