@@ -20,10 +20,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "attnfuse/block_mask.hpp"
 #include "attnfuse/program.hpp"
 #include "codegen/cuda/emit.hpp"
 #include "common/dtype.hpp"
 #include "reference/reference.hpp"
+#include "runtime/device_block_mask.hpp"
 #include "runtime/rope_args.hpp"
 // Last: it defines the CUDA keywords as macros.
 #include "codegen/kernel_host.hpp"
@@ -50,6 +52,7 @@ struct Features {
   bool pair_window = false;   // rope_window
   bool alibi = false, softcap = false;  // score modifiers, alibi first where both
   bool document = false;                // packed sequences (cu_seqlens)
+  bool block_sparse = false;            // a BlockMask's active blocks
 };
 constexpr Tile kDecode{16, 64, 4, 2, 4, true}, kDecodeSplit{16, 64, 4, 3, 4, true}, kPrefill64{64, 64, 4, 2, 1, false};
 
@@ -62,7 +65,8 @@ struct HostSpec {
   static constexpr bool kHasModifiers = kF.alibi || kF.softcap, kRelu = false;
   static constexpr bool kRotate = kF.rotate, kPairWindow = kF.pair_window, kNeox = kF.neox;
   static constexpr int kRopeHalf = kF.rope_half;
-  static constexpr bool kDocument = kF.document, kPagedKV = kF.paged, kBlockSparse = false, kPackGqa = kT.pack;
+  static constexpr bool kDocument = kF.document, kPagedKV = kF.paged, kBlockSparse = kF.block_sparse;
+  static constexpr bool kPackGqa = kT.pack;
   static constexpr int kPageListSlots = kF.page_slots;
   static constexpr bool kWgmma = false, kTmaKV = false, kProducerWarp = false, kSkipRowGroups = false;
   static constexpr Features kFeatures = kF;
@@ -94,7 +98,7 @@ double to_double(E e) {
 // for queries and keys alike) into Nq = Nk rows.
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
-                  int page_size = 0, const std::vector<int32_t>& docs = {}) {
+                  int page_size = 0, const std::vector<int32_t>& docs = {}, const BlockMask* mask = nullptr) {
   using E = typename Spec::Element;
   constexpr int D = Spec::kHeadDim;
   constexpr DType kType = std::is_same_v<E, bf16_t> ? DType::BF16 : DType::F16;
@@ -114,6 +118,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_EQ(Spec::kSlidingWindow, spec.masks.has(MaskKind::SlidingWindow));
     ASSERT_EQ(Spec::kPairWindow, spec.score == ScoreKind::RopeWindow);
     ASSERT_EQ(Spec::kDocument, spec.masks.has(MaskKind::Document));
+    ASSERT_EQ(Spec::kBlockSparse, spec.masks.has(MaskKind::BlockSparse));
     ASSERT_EQ(spec.modifiers.size(), int{Spec::kAlibi} + int{Spec::kFeatures.softcap});
     ASSERT_EQ(Spec::kAlibi, spec.modifiers.has(ModifierKind::Alibi));
     if (Spec::kAlibi && spec.modifiers.size() > 1) ASSERT_EQ(spec.modifiers[0], ModifierKind::Alibi);
@@ -179,6 +184,23 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     p.cu_q = p.cu_k = cu.data();
     p.num_docs = static_cast<int>(docs.size());
   }
+  // A BlockMask as the runtime uploads it (runtime/device_block_mask.cpp), in host memory; rows
+  // from its CSR (no prefill work list).
+  std::vector<int32_t> bs_rows;
+  std::vector<uint32_t> bs_state;
+  if constexpr (Spec::kBlockSparse) {
+    ASSERT_NE(mask, nullptr);
+    const BlockMask::Csr c = mask->csr();
+    bs_rows.assign(c.row_ptr.begin(), c.row_ptr.end());
+    bs_state = runtime::entry_states(*mask);
+    args.block_mask = mask;
+    p.bs_row_ptr = bs_rows.data(), p.bs_cols = c.cols.data(), p.bs_state = bs_state.data();
+    p.bs_bits_ptr = reinterpret_cast<const long long*>(c.bitmap_ptr.data());
+    p.bs_bits = reinterpret_cast<const unsigned long long*>(c.bitmap.data());
+    p.bs_block_q = mask->block_q(), p.bs_block_k = mask->block_k();
+    p.bs_nqb = static_cast<int>(mask->num_q_blocks());
+    p.bs_batch = static_cast<int>(mask->batch()), p.bs_heads = static_cast<int>(mask->heads());
+  }
   const double scale = 1.0 / std::sqrt(double{D});
   p.scale = static_cast<float>(scale);
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
@@ -215,8 +237,10 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     naive_err = std::max(naive_err, std::abs(naive.out[i] - want.out[i]));
   }
   EXPECT_LE(err, 2 * naive_err + 1e-5) << "max abs error " << err << " vs naive " << naive_err;
-  for (size_t i = 0; i < lse.size(); ++i)
-    ASSERT_NEAR(lse[i], want.lse[i], 1e-2 + 1e-3 * std::abs(want.lse[i])) << "row " << i;
+  for (size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(want.lse[i])) ASSERT_EQ(lse[i], want.lse[i]) << "row " << i << " keeps no key";
+    else ASSERT_NEAR(lse[i], want.lse[i], 1e-2 + 1e-3 * std::abs(want.lse[i])) << "row " << i;
+  }
 }
 
 constexpr const char* kCausal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
@@ -262,6 +286,28 @@ TEST(AttentionKernelOnHost, DocumentsNeverAttendAcrossEachOther) {
       "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 50))) @ V", 1, 4, 2, 233, 233, 1, rng, 0, docs);
   check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.rotate = true, .rope_half = 32, .document = true}>>(
       "softmax(document(causal(rope(Q, K)))) @ V", 1, 2, 1, 233, 233, 1, rng, 0, docs);
+}
+
+// Block-sparse: only a BlockMask row's active blocks are visited, full ones without a cell test,
+// partial ones through their cell bitmaps; random grids with empty rows, under causal, per head.
+TEST(AttentionKernelOnHost, BlockSparseVisitsOnlyActiveBlocks) {
+  std::mt19937 rng(53);
+  const int N = 300;
+  for (int block : {64, 128}) {
+    // Per (head, 64-block pair): empty, full or a random cell pattern; query block 1 keeps nothing.
+    std::vector<int> kind(size_t(2 * 5 * 5));
+    for (int& k : kind) k = static_cast<int>(rng() % 3);
+    const uint32_t salt = rng();
+    const BlockMask mask = BlockMask::from_predicate(
+        [&](int64_t, int64_t h, int64_t q, int64_t kv) {
+          if (q / 64 == 1) return false;
+          const int c = kind[size_t((h * 5 + q / 64) * 5 + kv / 64)];
+          return c == 1 || (c == 2 && ((q * 7 + kv * 13 + salt) % 5) < 2);
+        },
+        1, 2, N, N, block, block);
+    check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.block_sparse = true}>>(
+        "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, N, N, 1, rng, 0, {}, &mask);
+  }
 }
 
 // Paged K/V (FlashInfer's layout and indptr conventions): sequences of their own lengths, pages
