@@ -24,6 +24,7 @@
 #include "attnfuse/program.hpp"
 #include "codegen/cuda/emit.hpp"
 #include "common/dtype.hpp"
+#include "passes/tile_sizes.hpp"
 #include "reference/reference.hpp"
 #include "runtime/device_block_mask.hpp"
 #include "runtime/rope_args.hpp"
@@ -123,6 +124,13 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_EQ(Spec::kAlibi, spec.modifiers.has(ModifierKind::Alibi));
     if (Spec::kAlibi && spec.modifiers.size() > 1) ASSERT_EQ(spec.modifiers[0], ModifierKind::Alibi);
     if (Spec::kRotate) ASSERT_EQ(Spec::kNeox, spec.scalars.rope.style == RopeStyle::Neox);
+    if (Spec::kPackGqa) {  // the decode tile's shape is the tile pass's for these rows
+      const TileConfig t = passes::cuda_decode_tile({.head_dim = D, .rows = int64_t{Hq / Hkv} * Nq, .split = splits > 1});
+      ASSERT_EQ(Spec::kBlockM, t.block_q);
+      ASSERT_EQ(Spec::kBlockN, t.block_k);
+      ASSERT_EQ(Spec::kWarps, t.num_warps);
+      ASSERT_EQ(Spec::kKeyWarps, t.key_warps);
+    }
   }
   std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng), k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
                  v = random_elements<E>(size_t(B) * Hkv * Nk * D, rng);
@@ -255,6 +263,9 @@ TEST(AttentionKernelOnHost, DecodeTilePacksTheGroupAndMergesKeyWarps) {
   check_kernel<Decode64>(kCausal, 1, 8, 2, 1, 203, 1, rng);   // one token, a 4-head group
   check_kernel<Decode64>(kCausal, 2, 4, 1, 3, 130, 1, rng);   // three draft tokens: 12 of 16 rows
   check_kernel<HostSpec<f16_t, 128, kDecodeSplit>>(kCausal, 1, 4, 2, 1, 77, 1, rng);
+  check_kernel<HostSpec<bf16_t, 256, kDecode>>(kCausal, 1, 2, 1, 1, 100, 1, rng);  // Gemma's head
+  // Wide groups of speculative decoding (more than 16 rows): the 64-row tile, one key warp.
+  check_kernel<HostSpec<bf16_t, 64, Tile{64, 64, 4, 2, 1, true}>>(kCausal, 1, 8, 2, 16, 180, 2, rng);
 }
 
 // Score modifiers in the cell loop (the hook after the scale), and rope_window's per-tile pair
