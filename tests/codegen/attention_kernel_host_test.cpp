@@ -264,6 +264,11 @@ TEST(AttentionKernelOnHost, DecodeTilePacksTheGroupAndMergesKeyWarps) {
   check_kernel<Decode64>(kCausal, 2, 4, 1, 3, 130, 1, rng);   // three draft tokens: 12 of 16 rows
   check_kernel<HostSpec<f16_t, 128, kDecodeSplit>>(kCausal, 1, 4, 2, 1, 77, 1, rng);
   check_kernel<HostSpec<bf16_t, 256, kDecode>>(kCausal, 1, 2, 1, 1, 100, 1, rng);  // Gemma's head
+  check_kernel<Decode64>(kCausal, 1, 4, 2, 1, 1, 1, rng);  // a one-key cache
+  // Three queries over two keys, bottom-right: query 0 sits before every key and keeps none
+  // (O = 0, LSE = -inf), in the unsplit call and through the split merge.
+  check_kernel<Decode64>(kCausal, 2, 4, 1, 3, 2, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit>>(kCausal, 2, 4, 1, 3, 2, 2, rng);
   // Wide groups of speculative decoding (more than 16 rows): the 64-row tile, one key warp.
   check_kernel<HostSpec<bf16_t, 64, Tile{64, 64, 4, 2, 1, true}>>(kCausal, 1, 8, 2, 16, 180, 2, rng);
 }
