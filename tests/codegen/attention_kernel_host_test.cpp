@@ -92,6 +92,15 @@ double to_double(E e) {
   return std::is_same_v<E, bf16_t> ? bf16_to_f32(e.bits) : f16_to_f32(e.bits);
 }
 
+// Spec's kernel over `grid`, with 256 KB of shared memory aligned as the wgmma form would want.
+template <class Spec>
+void launch_forward(const FwdParams& p, attnfuse_host_cuda::Dim3 grid) {
+  using K = FwdKernel<Spec>;
+  std::vector<char> smem(256 * 1024 + 1024);
+  char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
+  attnfuse_host_cuda::launch_grid_on_host(grid, K::kThreads, base, [&] { K::run(p, base); });
+}
+
 // Runs Spec's kernel on B x Hq x Nq queries over Nk keys (Hkv heads), split into `splits` parts
 // of the key axis (decode tiles merge them in the kernel), and checks O and LSE. Paged specs
 // take their keys from pages of `page_size` rows ([pages, page_size, Hkv, D]) in shuffled order
@@ -230,11 +239,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   p.num_splits = splits;
   if (splits > 1) p.part_o = part_o.data(), p.part_lse = part_lse.data(), p.merge_count = count.data();
 
-  using K = FwdKernel<Spec>;
-  std::vector<char> smem(256 * 1024 + 1024);
-  char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
-  attnfuse_host_cuda::launch_grid_on_host({unsigned(slots * splits), unsigned(heads), unsigned(B)}, K::kThreads, base,
-                                          [&] { K::run(p, base); });
+  launch_forward<Spec>(p, {unsigned(slots * splits), unsigned(heads), unsigned(B)});
 
   const reference::Result want = reference::attention(spec, args);
   const reference::Result naive = reference::attention(spec, args, reference::Precision::Naive);
@@ -324,6 +329,71 @@ TEST(AttentionKernelOnHost, BlockSparseVisitsOnlyActiveBlocks) {
     check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.block_sparse = true}>>(
         "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, N, N, 1, rng, 0, {}, &mask);
   }
+}
+
+// The two RoPE placements give the same bits (README, RoPE on the GPU): the rotation kernel
+// then the plain kernel, against the kernel that rotates Q and each K tile itself, on the same
+// tile. Both rotate with the same routines, so the MMAs see identical operands and every
+// later step is the same code. (This holds for the source, on the host; whether ptxas compiles
+// both alike is the GPU's to show.)
+template <class E, int D, Tile kT, int kHalf>
+void check_placements_agree(int B, int Hq, int Hkv, int Nq, int Nk, std::mt19937& rng) {
+  using Fused = HostSpec<E, D, kT, Features{.rotate = true, .rope_half = kHalf}>;
+  using Plain = HostSpec<E, D, kT>;
+  constexpr DType kType = std::is_same_v<E, bf16_t> ? DType::BF16 : DType::F16;
+  const KernelSpec spec = Program::parse("softmax(causal(rope(Q, K, base=500000))) @ V").compile({Target::Cuda, kType, D});
+  const std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng),
+                       k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
+                       v = random_elements<E>(size_t(B) * Hkv * Nk * D, rng);
+  std::vector<E> o_fused(q.size(), E{0x7fc1}), o_pre(q.size(), E{0x7fc1}), q_rot(q.size(), E{0x7fc1}),
+      k_rot(k.size(), E{0x7fc1});
+  std::vector<float> lse_fused(size_t(B) * Hq * Nq), lse_pre(lse_fused.size());
+  FwdParams p{};
+  p.v = v.data();
+  const int64_t qs[3] = {int64_t{Hq} * Nq * D, int64_t{Nq} * D, D}, ks[3] = {int64_t{Hkv} * Nk * D, int64_t{Nk} * D, D};
+  for (int i = 0; i < 3; ++i) p.q_stride[i] = p.o_stride[i] = qs[i], p.k_stride[i] = p.v_stride[i] = ks[i];
+  p.lse_stride[0] = int64_t{Hq} * Nq, p.lse_stride[1] = Nq;
+  p.batch = B, p.heads_q = Hq, p.heads_kv = Hkv, p.len_q = Nq, p.len_k = Nk, p.head_ratio = Hq / Hkv;
+  p.q_offset = Nk - Nq;
+  p.scale = static_cast<float>(1.0 / std::sqrt(double{D}));
+  p.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double{D}));
+  p.num_splits = 1;
+  p.rope = runtime::rope_args(spec.scalars.rope, false, D, Nk);
+  const int G = kT.pack ? Hq / Hkv : 1;
+  const attnfuse_host_cuda::Dim3 grid{unsigned((G * Nq + kT.bm - 1) / kT.bm), unsigned(kT.pack ? Hkv : Hq), unsigned(B)};
+  // Fused: the kernel rotates.
+  p.q = q.data(), p.k = k.data(), p.o = o_fused.data(), p.lse = lse_fused.data();
+  launch_forward<Fused>(p, grid);
+  // Prerotate: the rotation kernel writes rotated copies (as the runtime launches it,
+  // cuda_launch.cpp), which the plain kernel reads.
+  attnfuse_kernels::RotateParams r{};
+  const void* src[2] = {q.data(), k.data()};
+  void* dst[2] = {q_rot.data(), k_rot.data()};
+  const int heads[2] = {Hq, Hkv}, lens[2] = {Nq, Nk};
+  for (int t = 0; t < 2; ++t) {
+    r.src[t] = src[t], r.dst[t] = dst[t], r.heads[t] = heads[t], r.len[t] = lens[t];
+    for (int i = 0; i < 3; ++i) r.src_stride[t][i] = t == 0 ? qs[i] : ks[i];
+    r.rows[t] = int64_t{B} * heads[t] * lens[t];
+  }
+  r.pos0[0] = p.q_offset, r.pos0[1] = 0;
+  r.rope = p.rope;
+  r.vec = true;
+  attnfuse_host_cuda::launch_on_host(4, codegen::cuda::kRotateThreads,
+                                     [&] { attnfuse_kernels::RotateKernel<E, D, true>::run(r); });
+  p.q = q_rot.data(), p.k = k_rot.data(), p.o = o_pre.data(), p.lse = lse_pre.data();
+  p.rope = {};
+  launch_forward<Plain>(p, grid);
+  for (size_t i = 0; i < o_fused.size(); ++i) ASSERT_EQ(o_fused[i].bits, o_pre[i].bits) << "O element " << i;
+  for (size_t i = 0; i < lse_fused.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(lse_fused[i]), std::bit_cast<uint32_t>(lse_pre[i])) << "LSE row " << i;
+  ASSERT_TRUE(std::isfinite(to_double(o_fused[0])));
+}
+
+TEST(AttentionKernelOnHost, BothRopePlacementsGiveTheSameBits) {
+  std::mt19937 rng(61);
+  check_placements_agree<bf16_t, 64, kPrefill64, 32>(1, 4, 2, 130, 130, rng);
+  check_placements_agree<bf16_t, 128, kDecode, 64>(2, 8, 2, 1, 333, rng);
+  check_placements_agree<f16_t, 96, kDecode, 48>(1, 4, 1, 2, 200, rng);
 }
 
 // Paged K/V (FlashInfer's layout and indptr conventions): sequences of their own lengths, pages
