@@ -404,6 +404,9 @@ TEST(AttentionKernelOnHost, PagedDecodeReadsEachSequencesPages) {
   constexpr Features kPaged{.paged = true, .page_slots = 256};
   check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 3, 8, 2, 1, 150, 1, rng, 16);
   check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kPaged>>(kCausal, 2, 4, 1, 2, 301, 3, rng, 12);
+  // Pages of one key: a part of 300 pages exceeds the 256 staged ids, so the block looks its
+  // pages up in the global table instead.
+  check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 1, 4, 1, 1, 300, 1, rng, 1);
   check_kernel<HostSpec<f16_t, 64, kDecode, Features{.rotate = true, .paged = true, .rope_half = 32, .page_slots = 256}>>(
       kRope, 2, 4, 2, 1, 99, 1, rng, 32);
 }
