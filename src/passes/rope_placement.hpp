@@ -34,7 +34,7 @@ struct RopeCostModel {
   double bandwidth;   // rotation kernel's bytes/s
   double launch_s;    // extra launch and dependency cost of the rotation kernel, seconds
   // Decode calls: the fused rotation's pair rotations per second beyond the plain decode tile.
-  double decode_rotation_rate = 1.5e12;
+  double decode_rotation_rate;
 };
 
 // The H200 constants (used for every sm_80+ device; the decode terms were measured on an H100,

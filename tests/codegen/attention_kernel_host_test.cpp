@@ -101,6 +101,22 @@ void launch_forward(const FwdParams& p, attnfuse_host_cuda::Dim3 grid) {
   attnfuse_host_cuda::launch_grid_on_host(grid, K::kThreads, base, [&] { K::run(p, base); });
 }
 
+// The parameters of a call over contiguous [B, H, N, D] Q, K, V, O and [B, Hq, Nq] LSE (the
+// pointers are the caller's to set): causal rows bottom-right, the default scale, one split.
+FwdParams contiguous_params(int B, int Hq, int Hkv, int Nq, int Nk, int D) {
+  FwdParams p{};
+  const int64_t qs[3] = {int64_t{Hq} * Nq * D, int64_t{Nq} * D, D}, ks[3] = {int64_t{Hkv} * Nk * D, int64_t{Nk} * D, D};
+  for (int i = 0; i < 3; ++i) p.q_stride[i] = p.o_stride[i] = qs[i], p.k_stride[i] = p.v_stride[i] = ks[i];
+  p.lse_stride[0] = int64_t{Hq} * Nq, p.lse_stride[1] = Nq;
+  p.batch = B, p.heads_q = Hq, p.heads_kv = Hkv, p.len_q = Nq, p.len_k = Nk, p.head_ratio = Hq / Hkv;
+  p.q_offset = Nk - Nq;  // bottom-right, as the reference aligns causal rows
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  p.scale = static_cast<float>(scale);
+  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.num_splits = 1;
+  return p;
+}
+
 // Runs Spec's kernel on B x Hq x Nq queries over Nk keys (Hkv heads), split into `splits` parts
 // of the key axis (decode tiles merge them in the kernel), and checks O and LSE. Paged specs
 // take their keys from pages of `page_size` rows ([pages, page_size, Hkv, D]) in shuffled order
@@ -131,8 +147,12 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_EQ(Spec::kBlockSparse, spec.masks.has(MaskKind::BlockSparse));
     ASSERT_EQ(spec.modifiers.size(), int{Spec::kAlibi} + int{Spec::kFeatures.softcap});
     ASSERT_EQ(Spec::kAlibi, spec.modifiers.has(ModifierKind::Alibi));
-    if (Spec::kAlibi && spec.modifiers.size() > 1) ASSERT_EQ(spec.modifiers[0], ModifierKind::Alibi);
-    if (Spec::kRotate) ASSERT_EQ(Spec::kNeox, spec.scalars.rope.style == RopeStyle::Neox);
+    if (Spec::kAlibi && spec.modifiers.size() > 1) {
+      ASSERT_EQ(spec.modifiers[0], ModifierKind::Alibi);
+    }
+    if (Spec::kRotate) {
+      ASSERT_EQ(Spec::kNeox, spec.scalars.rope.style == RopeStyle::Neox);
+    }
     if (Spec::kPackGqa) {  // the decode tile's shape is the tile pass's for these rows
       const TileConfig t = passes::cuda_decode_tile({.head_dim = D, .rows = int64_t{Hq / Hkv} * Nq, .split = splits > 1});
       ASSERT_EQ(Spec::kBlockM, t.block_q);
@@ -152,13 +172,8 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   args.v = TensorView::contiguous(v.data(), kType, {B, Hkv, Nk, D});
   args.out = TensorView::contiguous(o.data(), kType, {B, Hq, Nq, D});
 
-  FwdParams p{};
+  FwdParams p = contiguous_params(B, Hq, Hkv, Nq, Nk, D);
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.lse = lse.data();
-  const int64_t qs[3] = {int64_t{Hq} * Nq * D, int64_t{Nq} * D, D}, ks[3] = {int64_t{Hkv} * Nk * D, int64_t{Nk} * D, D};
-  for (int i = 0; i < 3; ++i) p.q_stride[i] = p.o_stride[i] = qs[i], p.k_stride[i] = p.v_stride[i] = ks[i];
-  p.lse_stride[0] = int64_t{Hq} * Nq, p.lse_stride[1] = Nq;
-  p.batch = B, p.heads_q = Hq, p.heads_kv = Hkv, p.len_q = Nq, p.len_k = Nk, p.head_ratio = Hq / Hkv;
-  p.q_offset = Nk - Nq;  // bottom-right, as the reference aligns causal rows
   std::vector<int32_t> indices, indptr{0}, last;
   std::vector<E> k_pages, v_pages;
   if constexpr (Spec::kPagedKV) {
@@ -218,9 +233,6 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     p.bs_nqb = static_cast<int>(mask->num_q_blocks());
     p.bs_batch = static_cast<int>(mask->batch()), p.bs_heads = static_cast<int>(mask->heads());
   }
-  const double scale = 1.0 / std::sqrt(double{D});
-  p.scale = static_cast<float>(scale);
-  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
   p.window = static_cast<int>(spec.scalars.window);
   p.softcap = static_cast<float>(spec.scalars.softcap);
   p.inv_softcap = spec.scalars.softcap > 0 ? static_cast<float>(1.0 / spec.scalars.softcap) : 0.f;
@@ -348,16 +360,8 @@ void check_placements_agree(int B, int Hq, int Hkv, int Nq, int Nk, std::mt19937
   std::vector<E> o_fused(q.size(), E{0x7fc1}), o_pre(q.size(), E{0x7fc1}), q_rot(q.size(), E{0x7fc1}),
       k_rot(k.size(), E{0x7fc1});
   std::vector<float> lse_fused(size_t(B) * Hq * Nq), lse_pre(lse_fused.size());
-  FwdParams p{};
+  FwdParams p = contiguous_params(B, Hq, Hkv, Nq, Nk, D);
   p.v = v.data();
-  const int64_t qs[3] = {int64_t{Hq} * Nq * D, int64_t{Nq} * D, D}, ks[3] = {int64_t{Hkv} * Nk * D, int64_t{Nk} * D, D};
-  for (int i = 0; i < 3; ++i) p.q_stride[i] = p.o_stride[i] = qs[i], p.k_stride[i] = p.v_stride[i] = ks[i];
-  p.lse_stride[0] = int64_t{Hq} * Nq, p.lse_stride[1] = Nq;
-  p.batch = B, p.heads_q = Hq, p.heads_kv = Hkv, p.len_q = Nq, p.len_k = Nk, p.head_ratio = Hq / Hkv;
-  p.q_offset = Nk - Nq;
-  p.scale = static_cast<float>(1.0 / std::sqrt(double{D}));
-  p.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double{D}));
-  p.num_splits = 1;
   p.rope = runtime::rope_args(spec.scalars.rope, false, D, Nk);
   const int G = kT.pack ? Hq / Hkv : 1;
   const attnfuse_host_cuda::Dim3 grid{unsigned((G * Nq + kT.bm - 1) / kT.bm), unsigned(kT.pack ? Hkv : Hq), unsigned(B)};
@@ -372,7 +376,7 @@ void check_placements_agree(int B, int Hq, int Hkv, int Nq, int Nk, std::mt19937
   const int heads[2] = {Hq, Hkv}, lens[2] = {Nq, Nk};
   for (int t = 0; t < 2; ++t) {
     r.src[t] = src[t], r.dst[t] = dst[t], r.heads[t] = heads[t], r.len[t] = lens[t];
-    for (int i = 0; i < 3; ++i) r.src_stride[t][i] = t == 0 ? qs[i] : ks[i];
+    for (int i = 0; i < 3; ++i) r.src_stride[t][i] = t == 0 ? p.q_stride[i] : p.k_stride[i];
     r.rows[t] = int64_t{B} * heads[t] * lens[t];
   }
   r.pos0[0] = p.q_offset, r.pos0[1] = 0;

@@ -1,7 +1,8 @@
 // The CUDA kernel headers built for the host, so that CI (no GPU) can run kernel routines:
 // - a routine whose threads work on disjoint items runs one emulated thread at a time (set
 //   threadIdx.x, call it);
-// - a whole kernel runs through launch_on_host(): each block's threads on their own std::threads,
+// - a whole kernel runs through launch_on_host() (launch_grid_on_host() for a 3-D grid with
+//   dynamic shared memory): each block's threads on their own std::threads,
 //   __syncthreads() a real barrier, each __shared__ array one per kernel (blocks run one after
 //   another); every thread must reach each barrier, as on the GPU;
 // - warp collectives (shuffles, ballots, __syncwarp) meet at a barrier of the warp's 32 threads.
@@ -145,31 +146,10 @@ inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
 inline void __syncthreads() { attnfuse_host_cuda::block_barrier->arrive_and_wait(); }
 
 namespace attnfuse_host_cuda {
-// Runs kernel() as a grid of `blocks` x `threads`: one block at a time, each of its threads on a
-// std::thread of its own, so __syncthreads() is a real barrier.
-template <class Kernel>
-void launch_on_host(unsigned blocks, unsigned threads, Kernel&& kernel) {
-  gridDim = {blocks, 1, 1};
-  blockDim = {threads, 1, 1};
-  for (unsigned b = 0; b < blocks; ++b) {
-    std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
-    std::vector<Warp> warps((threads + 31) / 32);  // (collectives need whole warps)
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        threadIdx = {t, 0, 0};
-        blockIdx = {b, 0, 0};
-        block_barrier = &bar;
-        warp = &warps[t / 32];
-        kernel();
-      });
-    for (std::thread& th : pool) th.join();
-  }
-}
-
-// Runs kernel() over a 3-D grid of `threads`-thread blocks, one block at a time as above, with
-// `smem` as every block's dynamic shared memory (the kernels' smem_addr offsets count from it).
+// Runs kernel() over a 3-D grid of `threads`-thread blocks: one block at a time, each of its
+// threads on a std::thread of its own, so __syncthreads() is a real barrier. `smem`: every
+// block's dynamic shared memory, where the kernels' smem_addr offsets count from (null for
+// kernels that take none).
 template <class Kernel>
 void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kernel) {
   gridDim = grid;
@@ -179,7 +159,7 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
-        std::vector<Warp> warps((threads + 31) / 32);
+        std::vector<Warp> warps((threads + 31) / 32);  // (collectives need whole warps)
         std::vector<std::thread> pool;
         pool.reserve(threads);
         for (unsigned t = 0; t < threads; ++t)
@@ -193,6 +173,12 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
         for (std::thread& th : pool) th.join();
       }
   smem_base = nullptr;
+}
+
+// The same over a 1-D grid of `blocks`, with no dynamic shared memory.
+template <class Kernel>
+void launch_on_host(unsigned blocks, unsigned threads, Kernel&& kernel) {
+  launch_grid_on_host({blocks, 1, 1}, threads, nullptr, kernel);
 }
 }  // namespace attnfuse_host_cuda
 
@@ -221,13 +207,14 @@ struct ElementTraits<f16_t> {
 // and wait have nothing left to do.
 namespace attnfuse_kernels {
 namespace host_detail {
-inline float half_of(u32 word, int hi, bool bf16) {
-  const u16 h = static_cast<u16>(hi ? word >> 16 : word & 0xffffu);
-  return bf16 ? attnfuse::bf16_to_f32(h) : attnfuse::f16_to_f32(h);
+template <class E>
+float half_of(u32 word, int hi) {
+  return ElementTraits<E>::to_float(static_cast<u16>(hi ? word >> 16 : word & 0xffffu));
 }
 // D(16x8) += A(16x16, row-major) B(16x8, column-major); lane l holds A rows l/4 and l/4 + 8, B
 // column l/4, D row l/4 (+ 8) at columns 2 (l % 4) and 2 (l % 4) + 1.
-inline void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, bool bf16) {
+template <class E>
+void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   const unsigned lane = threadIdx.x % 32;
   for (int i = 0; i < 4; ++i) w.frag[lane][i] = a[i];
@@ -235,9 +222,9 @@ inline void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, bool bf16) {
   w.frag[lane][5] = b1;
   w.bar.arrive_and_wait();
   const auto A = [&](int r, int k) {  // a[0]: rows 0-7, k 0-7; a[1]: rows 8-15; a[2], a[3]: k 8-15
-    return half_of(w.frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2, bf16);
+    return half_of<E>(w.frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
   };
-  const auto B = [&](int k, int n) { return half_of(w.frag[n * 4 + (k % 8) / 2][k >= 8 ? 5 : 4], k % 2, bf16); };
+  const auto B = [&](int k, int n) { return half_of<E>(w.frag[n * 4 + (k % 8) / 2][k >= 8 ? 5 : 4], k % 2); };
   const int g = static_cast<int>(lane / 4), t = static_cast<int>(lane % 4);
   for (int i = 0; i < 4; ++i) {
     const int r = g + (i >= 2 ? 8 : 0), n = 2 * t + i % 2;
@@ -252,11 +239,11 @@ inline const char* smem_at(u32 addr) { return attnfuse_host_cuda::smem_base + ad
 
 template <>
 inline void mma_16816<bf16_t>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  host_detail::mma(d, a, b0, b1, true);
+  host_detail::mma<bf16_t>(d, a, b0, b1);
 }
 template <>
 inline void mma_16816<f16_t>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  host_detail::mma(d, a, b0, b1, false);
+  host_detail::mma<f16_t>(d, a, b0, b1);
 }
 // Four 8x8 matrices of 16-bit elements: lanes 8m .. 8m + 7 name matrix m's rows; lane l receives
 // row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each (transposed: column l / 4, rows

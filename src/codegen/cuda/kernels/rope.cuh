@@ -185,9 +185,9 @@ __device__ __forceinline__ void for_each_unit_pair(Element* tile, int half, Body
 // rotate_tile_at's form for a pair count kHalf known at compile time: the block's first
 // (kThreads / units) * units threads cover whole rows of the kHalf / 2 units of a row (all of
 // them where units divide kThreads; 120 of 128 at D = 96, whose 24 units do not), and thread t
-// always takes unit t % units, of rows t / units + j * (kThreads / units). Its two turns are read once per tile and
-// its shared-memory offsets are constants, and no item needs an index division or a bounds test
-// where the passes fill the tile. The generic loop (for_each_unit_pair) divides each item's
+// always takes unit t % units, of rows t / units + j * (kThreads / units). Its two turns are
+// read once per tile, its shared-memory offsets are constants, and no item needs an index
+// division or a bounds test where the passes fill the tile. The generic loop (for_each_unit_pair) divides each item's
 // index by the runtime pair count and tests it against the tile: Nsight put half of a fused
 // decode call's warp samples in that loop, a quarter of them at integer multiply-adds
 // (Llama-3-8B B8 / 32k on an H100, bench/results/2026-12-05-h100-session39/call3/).
