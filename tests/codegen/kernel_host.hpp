@@ -10,7 +10,8 @@
 // libm, where the GPU's MUFU is within ~4e-7; the element conversions of common/dtype.hpp);
 // the tensor-core, ldmatrix and cp.async instructions of the mma.sync kernels are emulated below
 // (warp-collective, in the PTX ISA's fragment layouts), so the attention kernel itself runs too
-// (tests/codegen/attention_kernel_host_test.cpp); the Hopper forms (wgmma, TMA) do not.
+// (tests/codegen/attention_kernel_host_test.cpp), and so do Hopper's (wgmma, mbarriers, TMA:
+// kernel_host_hopper.hpp).
 // Include this header instead of a kernel header; its tests build with -Wno-unknown-pragmas (GCC
 // does not know #pragma unroll) and -ffp-contract=off (tests/CMakeLists.txt says why).
 #pragma once
@@ -18,6 +19,8 @@
 #include <barrier>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -46,12 +49,31 @@ struct Warp {
   unsigned slot[32] = {};
   unsigned frag[32][6] = {};  // mma.sync operands, one row per lane
 };
+// One warpgroup (4 warps) of a block run by launch_on_host: wgmma's 128 threads meet at `bar`,
+// each posting where its A registers are (kernel_host_hopper.hpp).
+struct WarpGroup {
+  std::barrier<> bar{128};
+  const unsigned* a[128] = {};
+};
+// The block's named barriers (bar.sync id, count; id 0 is the block barrier): each made by the
+// first thread to reach it, with the count it names.
+struct NamedBarriers {
+  std::mutex m;
+  std::unique_ptr<std::barrier<>> bar[16];
+  std::barrier<>& get(int id, int count) {
+    std::lock_guard<std::mutex> lock(m);
+    if (!bar[id]) bar[id] = std::make_unique<std::barrier<>>(count);
+    return *bar[id];
+  }
+};
 // The block's shared memory as the kernels address it (smem_addr: 32-bit offsets from here),
 // set by a launch that gives the kernel dynamic shared memory; null elsewhere, where
 // __cvta_generic_to_shared is the pointer itself.
 inline char* smem_base = nullptr;
 inline thread_local std::barrier<>* block_barrier = nullptr;
 inline thread_local Warp* warp = nullptr;
+inline thread_local WarpGroup* warpgroup = nullptr;
+inline thread_local NamedBarriers* named_barriers = nullptr;
 }  // namespace attnfuse_host_cuda
 
 struct uint2 {
@@ -149,17 +171,22 @@ namespace attnfuse_host_cuda {
 // Runs kernel() over a 3-D grid of `threads`-thread blocks: one block at a time, each of its
 // threads on a std::thread of its own, so __syncthreads() is a real barrier. `smem`: every
 // block's dynamic shared memory, where the kernels' smem_addr offsets count from (null for
-// kernels that take none).
+// kernels that take none); its first `poison_bytes` are set to 0xff before each block (NaN in
+// 16-bit elements), so that a kernel that reads shared memory nothing wrote fails its test as
+// garbage there would fail it on a GPU.
 template <class Kernel>
-void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kernel) {
+void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kernel, size_t poison_bytes = 0) {
   gridDim = grid;
   blockDim = {threads, 1, 1};
   smem_base = smem;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
+        if (poison_bytes > 0) std::memset(smem, 0xff, poison_bytes);
         std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
         std::vector<Warp> warps((threads + 31) / 32);  // (collectives need whole warps)
+        std::vector<WarpGroup> groups((threads + 127) / 128);
+        NamedBarriers named;
         std::vector<std::thread> pool;
         pool.reserve(threads);
         for (unsigned t = 0; t < threads; ++t)
@@ -168,7 +195,12 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
             blockIdx = {x, y, z};
             block_barrier = &bar;
             warp = &warps[t / 32];
+            warpgroup = &groups[t / 128];
+            named_barriers = &named;
             kernel();
+            // An exited thread no longer counts at the block barrier (PTX exit): the producer
+            // warps leave early, and the computing warps' __syncthreads() go on without them.
+            bar.arrive_and_drop();
           });
         for (std::thread& th : pool) th.join();
       }
@@ -283,7 +315,14 @@ inline void prefetch_l2(const void*) {}
 inline int ld_keep_in_l2(const int* a) { return *a; }
 // Blocks run one after another, so the count needs no atomicity; its order is the program's.
 inline int atomic_inc_acq_rel(int* count) { return (*count)++; }
+template <int kId, int kCount>
+inline void named_barrier_sync() {
+  static_assert(kId > 0, "barrier 0 is the block's: block_barrier_sync");
+  attnfuse_host_cuda::named_barriers->get(kId, kCount).arrive_and_wait();
+}
+inline void block_barrier_sync() { attnfuse_host_cuda::block_barrier->arrive_and_wait(); }
 }  // namespace attnfuse_kernels
 
+#include "codegen/kernel_host_hopper.hpp"
 #include "codegen/cuda/kernels/combine.cuh"
 #include "codegen/cuda/kernels/rope.cuh"

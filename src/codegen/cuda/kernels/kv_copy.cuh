@@ -221,12 +221,10 @@ struct KvCopy {
   // With the producer warp: the stages' "empty" barriers (one arrival per computing warp).
   static __device__ __forceinline__ u32 stage_empty(const Element* sV) { return stage_full(sV) + kStageBarrierBytes / 2; }
   // The computing warps alone (named barrier 1), where the producer warp does not take part.
-  static __device__ __forceinline__ void compute_sync() {
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
-  }
+  static __device__ __forceinline__ void compute_sync() { named_barrier_sync<1, kThreads>(); }
   // Every thread of the block, the producer warp included (the computing warps reach it from
   // another place in the code, hence the non-aligned form).
-  static __device__ __forceinline__ void block_sync() { asm volatile("barrier.sync 0;\n" ::: "memory"); }
+  static __device__ __forceinline__ void block_sync() { block_barrier_sync(); }
   // The computing warp's release of a stage it has read (with the producer warp).
   static __device__ __forceinline__ void release_stage(const Element* sV, int stage) {
     __syncwarp();  // every lane's reads of the stage are done (their registers are in use)

@@ -137,6 +137,16 @@ __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
   return v;
 }
 
+// Named barrier kId over kCount threads (bar.sync: whole warps, the same count at every use);
+// warps outside the count never take part.
+template <int kId, int kCount>
+__device__ __forceinline__ void named_barrier_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
+}
+// Every thread of the block, in the non-aligned form (barrier.sync: its threads may reach it from
+// different places in the code). Threads that have exited no longer count.
+__device__ __forceinline__ void block_barrier_sync() { asm volatile("barrier.sync 0;\n" ::: "memory"); }
+
 // Adds 1 to a global counter with acquire-release order at GPU scope; returns the old value.
 __device__ __forceinline__ int atomic_inc_acq_rel(int* count) {
   int old;

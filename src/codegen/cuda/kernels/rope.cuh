@@ -435,9 +435,14 @@ template <int kW>
 __device__ __forceinline__ u32 cut_word(const u32 (&words)[kW], int i) {
   u32 r = words[0];
 #pragma unroll
-  for (int w = 1; w < kW; ++w)
+  for (int w = 1; w < kW; ++w) {
+#ifdef ATTNFUSE_KERNELS_ON_HOST
+    r = i == w ? words[w] : r;
+#else
     asm("{\n .reg .pred p;\n setp.eq.s32 p, %2, %3;\n selp.b32 %0, %1, %0, p;\n}\n"
         : "+r"(r) : "r"(words[w]), "r"(i), "r"(w));
+#endif
+  }
   return r;
 }
 

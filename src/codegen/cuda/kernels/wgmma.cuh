@@ -39,6 +39,9 @@ __device__ __forceinline__ u64 sw128_desc(u32 smem_byte_addr, u32 lbo_bytes, u32
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ATTNFUSE_WGMMA 1
 #endif
+// The host build of these headers (tests/codegen/kernel_host_hopper.hpp) emulates everything
+// from here to the matrix products, and the products themselves.
+#ifndef ATTNFUSE_KERNELS_ON_HOST
 
 __device__ __forceinline__ void wgmma_fence() {
 #ifdef ATTNFUSE_WGMMA
@@ -149,6 +152,7 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const void* tensor_map, u32
       : "memory");
 #endif
 }
+#endif  // ATTNFUSE_KERNELS_ON_HOST
 
 // D(64 x N) (+)= A(64 x 16, smem, K-major) * B(16 x N, smem, K-major); accumulate = 0 overwrites D.
 template <class T, int N>
@@ -221,7 +225,7 @@ ATTNFUSE_WGMMA_RS_BOTH(f16_t, "f16", 128, "64", "65", "66", "67", "68", "69")
 #undef ATTNFUSE_ACC_N128
 #undef ATTNFUSE_ACC_N64
 #undef ATTNFUSE_ACC4
-#else
+#elif !defined(ATTNFUSE_KERNELS_ON_HOST)
 template <class T, int N>
 __device__ __forceinline__ void wgmma_ss(float (&)[N / 8][4], u64, u64, int) {}
 template <class T, int N, bool kTransB>

@@ -1,0 +1,151 @@
+// The forward attention kernel's Hopper forms run as whole grids on the host against the float64
+// reference: the wgmma prefill tiles (fwd_wgmma.cuh: 192 rows with a producer warpgroup, 128
+// with the loader thread or the producer, the 64-row block-sparse tile, row groups that skip;
+// decoupled over TMA and lockstep over cp.async) and the decode tiles that take K/V by the copy
+// engine (kv_copy.cuh: contiguous and paged boxes, the 128-key tile, the producer warp), with
+// wgmma, mbarriers and TMA emulated (codegen/kernel_host_hopper.hpp). These are the kernels every
+// H100 and H200 call runs; CI has no GPU, so a change to them is checked here before a device runs
+// it. Each Spec is checked against the tile pass (passes::cuda_arch_tile, cuda_decode_tile) and
+// the emitter's producer and thread count (check_kernel).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/attention_kernel_host.hpp"
+
+namespace attnfuse {
+namespace {
+
+using namespace kernel_host_test;
+
+constexpr const char* kCausal = "softmax(causal(scaled_dot_product(Q, K))) @ V";
+
+// Hopper's tiles: rows, keys, warps, stages, key warps, packed decode, wgmma, TMA, producer, row
+// groups.
+constexpr Tile kWgmma192{192, 128, 12, 4, 1, false, true, true, true, false};      // D 64, causal
+constexpr Tile kWgmma128{128, 128, 8, 3, 1, false, true, true, true, false};       // D 128
+constexpr Tile kWgmma128Loader{128, 128, 8, 4, 1, false, true, true, false, false};  // D 64, loader thread
+constexpr Tile kWgmma128Bn64{128, 64, 8, 3, 1, false, true, true, true, false};     // D 128, per-cell work
+constexpr Tile kWgmmaSparse{128, 64, 8, 4, 1, false, true, true, false, false};     // D 64, two blocks per SM
+constexpr Tile kWgmmaSparseGroups{128, 64, 8, 4, 1, false, true, true, false, true};
+constexpr Tile kWgmmaSparse64{64, 64, 4, 4, 1, false, true, true, false, false};    // 64-row masks
+constexpr Tile kWgmmaPaged{128, 128, 8, 3, 1, false, true, false, false, false};    // D 128, pages by cp.async
+
+// The wgmma prefill tiles over TMA (the decoupled schedule: stage barriers, no block barrier per
+// tile) and over cp.async (lockstep), with the producer warpgroup and with the loader thread.
+TEST(HopperKernelOnHost, WgmmaPrefillTilesMaskTheDiagonal) {
+  std::mt19937 rng(90);
+  // 192 rows: three computing warpgroups and the producer (512 threads); a tile past the rows.
+  check_kernel<HostSpec<bf16_t, 64, kWgmma192>>(kCausal, 1, 2, 1, 300, 300, 1, rng);
+  // 128 rows at D = 128, the producer warpgroup; chunked prefill (queries at the end of the keys).
+  check_kernel<HostSpec<f16_t, 128, kWgmma128>>(kCausal, 1, 2, 2, 150, 333, 1, rng);
+  // The same module without tensor maps: cp.async, the lockstep schedule, the producer exits.
+  check_kernel<HostSpec<bf16_t, 128, kWgmma128>>(kCausal, 1, 2, 1, 200, 200, 1, rng, 0, {}, nullptr, false);
+}
+
+TEST(HopperKernelOnHost, WgmmaTilesWithModifiersAndWindows) {
+  std::mt19937 rng(91);
+  // D = 64 causal with a modifier: 128 rows, the loader thread (thread 128) issues the copies.
+  check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.alibi = true}>>(
+      "softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", 1, 4, 2, 170, 170, 1, rng);
+  // D = 128 with per-cell work: 64-key tiles.
+  check_kernel<HostSpec<bf16_t, 128, kWgmma128Bn64, Features{.softcap = true}>>(
+      "softmax(softcap(causal(scaled_dot_product(Q, K)), 20)) @ V", 1, 2, 1, 140, 140, 1, rng);
+  // A causal window that leaves whole tiles behind the diagonal.
+  check_kernel<HostSpec<bf16_t, 128, kWgmma128, Features{.window = true}>>(
+      "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 70)) @ V", 1, 2, 1, 300, 300, 1, rng);
+}
+
+// Packed documents by TMA: a tile's rows past its document hold the next document's keys, which
+// the kernel masks in S and zeroes in V.
+TEST(HopperKernelOnHost, WgmmaDocumentsByTma) {
+  std::mt19937 rng(92);
+  const std::vector<int32_t> docs{130, 1, 100, 60};
+  check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.document = true}>>(
+      "softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, 291, 291, 1, rng, 0, docs);
+}
+
+// Paged prefill on the wgmma tile copies its pages by cp.async (lockstep).
+TEST(HopperKernelOnHost, WgmmaPagedPrefill) {
+  std::mt19937 rng(93);
+  check_kernel<HostSpec<bf16_t, 128, kWgmmaPaged, Features{.paged = true}>>(kCausal, 2, 2, 1, 140, 170, 1, rng, 16);
+}
+
+// Block-sparse on the wgmma tiles: 128-row blocks read as they are, 64-row blocks on the 64-row
+// tile and on the 128-row tile whose row groups skip the blocks they do not keep.
+TEST(HopperKernelOnHost, WgmmaBlockSparse) {
+  std::mt19937 rng(94);
+  const int N = 330;
+  for (int block : {64, 128}) {
+    std::vector<int> kind(size_t(2 * 6 * 6));
+    for (int& k : kind) k = static_cast<int>(rng() % 3);
+    const uint32_t salt = rng();
+    const BlockMask mask = BlockMask::from_predicate(
+        [&](int64_t, int64_t h, int64_t q, int64_t kv) {
+          if (q / 64 == 2) return false;  // rows that keep nothing
+          const int c = kind[size_t((h * 6 + q / 64) * 6 + kv / 64)];
+          return c == 1 || (c == 2 && ((q * 7 + kv * 13 + salt) % 5) < 2);
+        },
+        1, 2, N, N, block, block);
+    const char* program = "softmax(block_sparse(scaled_dot_product(Q, K))) @ V";
+    if (block == 128) {
+      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse, Features{.block_sparse = true, .causal = false}>>(program, 1, 2, 1, N, N, 1, rng,
+                                                                                        0, {}, &mask);
+    } else {
+      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse64, Features{.block_sparse = true, .causal = false}>>(program, 1, 2, 1, N, N, 1,
+                                                                                          rng, 0, {}, &mask);
+      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparseGroups, Features{.block_sparse = true, .causal = false}>>(program, 1, 2, 1, N, N, 1,
+                                                                                              rng, 0, {}, &mask);
+    }
+  }
+}
+
+// rope_window's wgmma form: Q and K prerotated with interleaved pairs, each tile's leading k steps
+// of dead pairs never issued (WindowCut), boundary pairs taken back per cell.
+TEST(HopperKernelOnHost, WgmmaRopeWindowCutsAndCorrects) {
+  std::mt19937 rng(97);
+  constexpr Features kWin{.neox = false, .pair_window = true};  // (the interleaved pairs read as gptj's)
+  for (const char* k : {"0.25", "1", "8"}) {
+    const std::string win = std::string("softmax(causal(rope_window(Q, K, k=") + k + "))) @ V";
+    check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, kWin>>(win, 1, 2, 1, 200, 380, 1, rng);
+    check_kernel<HostSpec<f16_t, 128, kWgmma128, kWin>>(win, 1, 2, 2, 260, 260, 1, rng);
+  }
+}
+
+// Decode tiles by TMA: Q padded, K/V stages swizzled by the copy engine, one mbarrier per stage.
+constexpr Tile kTmaDecode64{16, 64, 4, 2, 4, true, false, true, false, false};
+constexpr Tile kTmaDecode64Split{16, 64, 4, 3, 4, true, false, true, false, false};
+constexpr Tile kTmaDecodeWide{16, 128, 4, 2, 4, true, false, true, false, false};
+constexpr Tile kTmaDecodeWideSplit{16, 128, 4, 3, 4, true, false, true, false, false};
+constexpr Tile kTmaDecodeWideProduced{16, 128, 4, 3, 4, true, false, true, true, false};
+
+TEST(HopperKernelOnHost, TmaDecodeTiles) {
+  std::mt19937 rng(95);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64>>(kCausal, 2, 8, 2, 1, 203, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split>>(kCausal, 1, 4, 1, 3, 389, 3, rng);
+  // The 128-key tile at D = 128, unsplit and split (merged in the kernel).
+  check_kernel<HostSpec<f16_t, 128, kTmaDecodeWide>>(kCausal, 1, 4, 2, 1, 300, 1, rng);
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit>>(kCausal, 1, 8, 2, 2, 777, 3, rng);
+  // A one-key cache, and the module's cp.async fallback.
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWide>>(kCausal, 1, 4, 2, 1, 1, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64>>(kCausal, 1, 4, 1, 1, 150, 1, rng, 0, {}, nullptr, false);
+}
+
+// Paged decode by TMA: boxes of gcd(page size, block_k) rows looked up per tile (the staged page
+// list), rows past a sequence's last page zeroed in V; the producer warp for short split parts.
+TEST(HopperKernelOnHost, TmaPagedDecode) {
+  std::mt19937 rng(96);
+  constexpr Features kPaged{.paged = true, .page_slots = 1024};
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 3, 8, 2, 1, 150, 2, rng, 16);
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit, kPaged>>(kCausal, 2, 4, 1, 1, 390, 2, rng, 64);
+  check_kernel<HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 2, 8, 2, 1, 301, 3, rng, 16);
+  // Pages whose strides the copy engine refuses: the same module copies them by cp.async.
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 1, 4, 1, 1, 100, 2, rng, 16, {}, nullptr,
+                                                                false);
+}
+
+}  // namespace
+}  // namespace attnfuse

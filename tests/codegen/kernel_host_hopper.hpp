@@ -1,0 +1,213 @@
+// Hopper's instructions for the host build of the kernel headers (included by kernel_host.hpp,
+// after the mma.sync emulation): wgmma, mbarriers and the copy engine's tensor loads, so that the
+// wgmma prefill tile, the TMA decode tiles and their producer warps run in CI without a GPU.
+// - wgmma.mma_async m64nNk16 is warpgroup-collective: the 128 threads post where their A
+//   registers are, meet, each computes its own accumulators (the m16n8 layout per warp, wgmma.cuh)
+//   from all of them and from shared memory through the matrix descriptors, and they meet again.
+//   It runs at issue, a schedule the asynchronous product allows, so fences, commits and waits
+//   have nothing left to do. Descriptors are read as the kernels write them (128-byte swizzle,
+//   layout type 1; any other stops the test): K-major element (mn, k) at start + (mn / 8) SBO +
+//   (mn % 8) 128 B + 2k, MN-major element (k, mn) at start + (mn / 64) LBO + (k / 8) SBO +
+//   (k % 8) 128 B + 2 (mn % 64), both swizzled by address (16-byte chunk bits [4,7) XOR bits
+//   [7,10)). The GPU suite pins that reading: the kernels pass on the device with it.
+// - An mbarrier is its 8 bytes of shared memory, updated atomically: pending arrivals, the count
+//   they reset to, the transaction bytes still owed and the phase bit. A phase completes when
+//   both reach zero; try_wait.parity P holds once the phase bit differs from P (the phase of
+//   parity P is done), as on the GPU, which also keeps only the current and the preceding phase.
+// - cp.async.bulk.tensor copies its box at issue into the 128-byte swizzled layout (address bits,
+//   as above), elements outside the tensor zero, and completes the box's bytes on the barrier.
+//   The tensor map is a HostTensorMap (below) in the CUtensorMap's 128 bytes, made from the
+//   geometry runtime::tile_map_geometry hands the driver.
+// - setmaxnreg, the proxy fences and the map prefetch are no-ops.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "codegen/cuda/kernels/wgmma.cuh"
+
+namespace attnfuse_host_cuda {
+// The copy engine's view of a tensor: its base, dims innermost first, the byte strides of dims
+// 1..3 and the box (cuTensorMapEncodeTiled's arguments, 16-bit elements, 128-byte swizzle).
+struct HostTensorMap {
+  const char* base;
+  unsigned long long dims[4];
+  unsigned long long byte_strides[3];
+  unsigned box[4];
+};
+static_assert(sizeof(HostTensorMap) <= 128, "a tensor map is 128 bytes");
+
+[[noreturn]] inline void emulation_fault(const char* what) {
+  std::fprintf(stderr, "kernel_host_hopper: %s\n", what);
+  std::abort();
+}
+}  // namespace attnfuse_host_cuda
+
+namespace attnfuse_kernels {
+namespace host_detail {
+inline u32 swizzle128(u32 addr) { return addr ^ (((addr >> 7) & 7u) << 4); }
+inline u32 desc_field(u64 desc, int shift) { return static_cast<u32>((desc >> shift) & 0x3FFFu) << 4; }
+inline void check_desc(u64 desc) {
+  if ((desc >> 62) != 1) attnfuse_host_cuda::emulation_fault("a matrix descriptor without the 128-byte swizzle");
+}
+// Byte offsets (from the block's shared memory) of operand elements through a descriptor.
+inline u32 k_major_addr(u64 desc, int mn, int k) {
+  return swizzle128(desc_field(desc, 0) + (mn / 8) * desc_field(desc, 32) + (mn % 8) * 128 + k * 2);
+}
+inline u32 mn_major_addr(u64 desc, int k, int mn) {
+  return swizzle128(desc_field(desc, 0) + (mn / 64) * desc_field(desc, 16) + (k / 8) * desc_field(desc, 32) +
+                    (k % 8) * 128 + (mn % 64) * 2);
+}
+template <class E>
+float smem_element(u32 addr) {
+  u16 h;
+  std::memcpy(&h, attnfuse_host_cuda::smem_base + addr, 2);
+  return ElementTraits<E>::to_float(h);
+}
+
+// D(64 x N) = (accumulate ? D : 0) + A(64 x 16) B(16 x N): A from the warpgroup's registers
+// (a_regs: each warp's 16 rows as an mma.sync A fragment) or, when null, K-major through
+// desc_a; B through desc_b, MN-major when b_mn_major.
+template <class E, int N>
+void wgmma(float (&d)[N / 8][4], const u32* a_regs, u64 desc_a, u64 desc_b, bool b_mn_major, int accumulate) {
+  attnfuse_host_cuda::WarpGroup& grp = *attnfuse_host_cuda::warpgroup;
+  const int tid = static_cast<int>(threadIdx.x % 128), warp = tid / 32, lane = tid % 32;
+  grp.a[tid] = a_regs;
+  grp.bar.arrive_and_wait();
+  if (a_regs == nullptr) check_desc(desc_a);
+  check_desc(desc_b);
+  float a[2][16];  // this thread's rows 16 warp + lane / 4 (+ 8)
+  for (int hf = 0; hf < 2; ++hf) {
+    const int m = 16 * warp + lane / 4 + 8 * hf;
+    for (int k = 0; k < 16; ++k) {
+      if (a_regs == nullptr) {
+        a[hf][k] = smem_element<E>(k_major_addr(desc_a, m, k));
+      } else {
+        const u32* src = grp.a[(m / 16) * 32 + (m % 8) * 4 + (k % 8) / 2];
+        if (src == nullptr) attnfuse_host_cuda::emulation_fault("wgmma: A from registers in some threads only");
+        a[hf][k] = half_of<E>(src[(m % 16 >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+      }
+    }
+  }
+  for (int n8 = 0; n8 < N / 8; ++n8)
+    for (int c = 0; c < 2; ++c) {
+      const int col = 8 * n8 + 2 * (lane % 4) + c;
+      float b[16];
+      for (int k = 0; k < 16; ++k)
+        b[k] = smem_element<E>(b_mn_major ? mn_major_addr(desc_b, k, col) : k_major_addr(desc_b, col, k));
+      for (int hf = 0; hf < 2; ++hf) {
+        float acc = accumulate ? d[n8][2 * hf + c] : 0.f;
+        for (int k = 0; k < 16; ++k) acc += a[hf][k] * b[k];
+        d[n8][2 * hf + c] = acc;
+      }
+    }
+  grp.bar.arrive_and_wait();
+}
+
+// The mbarrier word: pending arrivals (bits 0-19), their reset count (20-39), transaction bytes
+// owed (40-62, two's complement: a copy may complete before its bytes are announced) and the
+// phase bit (63).
+struct Mbar {
+  u32 pending, count;
+  long long tx;
+  u32 phase;
+  static Mbar decode(unsigned long long v) {
+    long long tx = static_cast<long long>((v >> 40) & 0x7FFFFFull);
+    if (tx & 0x400000) tx -= 0x800000;
+    return {static_cast<u32>(v & 0xFFFFFu), static_cast<u32>((v >> 20) & 0xFFFFFu), tx, static_cast<u32>(v >> 63)};
+  }
+  unsigned long long encode() const {
+    return pending | (static_cast<unsigned long long>(count) << 20) |
+           (static_cast<unsigned long long>(tx & 0x7FFFFF) << 40) | (static_cast<unsigned long long>(phase) << 63);
+  }
+};
+inline std::atomic_ref<unsigned long long> mbar_word(u32 bar) {
+  if (bar % 8 != 0) attnfuse_host_cuda::emulation_fault("a misaligned mbarrier");
+  return std::atomic_ref<unsigned long long>(*reinterpret_cast<unsigned long long*>(attnfuse_host_cuda::smem_base + bar));
+}
+// Applies `arrivals` arrivals and `bytes` more owed (negative: bytes delivered), completing the
+// phase when nothing is pending or owed.
+inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
+  auto word = mbar_word(bar);
+  unsigned long long old = word.load();
+  for (;;) {
+    Mbar m = Mbar::decode(old);
+    if (m.count == 0) attnfuse_host_cuda::emulation_fault("an mbarrier used before its init");
+    if (arrivals > m.pending) attnfuse_host_cuda::emulation_fault("more arrivals than an mbarrier's phase expects");
+    m.pending -= arrivals;
+    m.tx += bytes;
+    if (m.pending == 0 && m.tx == 0) {
+      m.phase ^= 1u;
+      m.pending = m.count;
+    }
+    if (word.compare_exchange_weak(old, m.encode())) break;
+  }
+}
+}  // namespace host_detail
+
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int N>
+inline void wgmma_wait() {}
+inline void fence_proxy_async_smem() {}
+template <int N>
+inline void setmaxnreg_dec() {}
+template <int N>
+inline void setmaxnreg_inc() {}
+template <int NT>
+inline void fence_operands(float (&)[NT][4]) {}
+inline void tma_prefetch_map(const void*) {}
+
+inline void mbar_init(u32 bar, int count) {
+  host_detail::mbar_word(bar).store(host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode());
+}
+inline void mbar_init_fence() {}
+inline void mbar_expect_tx(u32 bar, u32 bytes) { host_detail::mbar_update(bar, 1, bytes); }
+inline void mbar_arrive(u32 bar) { host_detail::mbar_update(bar, 1, 0); }
+// A phase that never completes would hang the GPU; here it stops the test after 60 s (the
+// emulated grids finish in well under a second per block).
+inline void mbar_wait(u32 bar, u32 parity) {
+  auto word = host_detail::mbar_word(bar);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const unsigned long long v = word.load();
+    if (host_detail::Mbar::decode(v).phase != parity) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
+    std::this_thread::yield();
+  }
+}
+
+inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1, int c2, int c3) {
+  const auto& m = *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map);
+  if (dst % 128 != 0) attnfuse_host_cuda::emulation_fault("a swizzled tensor copy to a misaligned address");
+  if (m.box[0] * 2 != 128) attnfuse_host_cuda::emulation_fault("a 128-byte swizzled box is 128 bytes wide");
+  const long long c[4] = {c0, c1, c2, c3};
+  u32 row = 0;  // the box's rows of 128 bytes, in order
+  for (unsigned i3 = 0; i3 < m.box[3]; ++i3)
+    for (unsigned i2 = 0; i2 < m.box[2]; ++i2)
+      for (unsigned i1 = 0; i1 < m.box[1]; ++i1, ++row)
+        for (unsigned i0 = 0; i0 < m.box[0]; ++i0) {
+          const long long x[4] = {c[0] + i0, c[1] + i1, c[2] + i2, c[3] + i3};
+          bool in = true;
+          for (int i = 0; i < 4; ++i) in = in && x[i] >= 0 && static_cast<unsigned long long>(x[i]) < m.dims[i];
+          u16 e = 0;
+          if (in)
+            std::memcpy(&e, m.base + x[0] * 2 + x[1] * m.byte_strides[0] + x[2] * m.byte_strides[1] + x[3] * m.byte_strides[2],
+                        2);
+          std::memcpy(attnfuse_host_cuda::smem_base + host_detail::swizzle128(dst + row * 128 + i0 * 2), &e, 2);
+        }
+  host_detail::mbar_update(bar, 0, -static_cast<long long>(row) * 128);
+}
+
+template <class T, int N>
+inline void wgmma_ss(float (&d)[N / 8][4], u64 desc_a, u64 desc_b, int accumulate) {
+  host_detail::wgmma<T, N>(d, nullptr, desc_a, desc_b, false, accumulate);
+}
+template <class T, int N, bool kTransB>
+inline void wgmma_rs_t(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b, int accumulate) {
+  host_detail::wgmma<T, N>(d, a, 0, desc_b, kTransB, accumulate);
+}
+}  // namespace attnfuse_kernels
