@@ -38,10 +38,12 @@ constexpr Tile kWgmmaPaged{128, 128, 8, 3, 1, false, true, false, false, false};
 // tile) and over cp.async (lockstep), with the producer warpgroup and with the loader thread.
 TEST(HopperKernelOnHost, WgmmaPrefillTilesMaskTheDiagonal) {
   std::mt19937 rng(90);
-  // 192 rows: three computing warpgroups and the producer (512 threads); a tile past the rows.
-  check_kernel<HostSpec<bf16_t, 64, kWgmma192>>(kCausal, 1, 2, 1, 300, 300, 1, rng);
-  // 128 rows at D = 128, the producer warpgroup; chunked prefill (queries at the end of the keys).
-  check_kernel<HostSpec<f16_t, 128, kWgmma128>>(kCausal, 1, 2, 2, 150, 333, 1, rng);
+  // 192 rows: three computing warpgroups and the producer (512 threads); a tile past the rows;
+  // chunked prefill (queries at the end of the keys), so that blocks stream more key tiles than
+  // there are stages and every stage barrier turns over.
+  check_kernel<HostSpec<bf16_t, 64, kWgmma192>>(kCausal, 1, 2, 1, 300, 900, 1, rng);
+  // 128 rows at D = 128, the producer warpgroup.
+  check_kernel<HostSpec<f16_t, 128, kWgmma128>>(kCausal, 1, 2, 2, 150, 633, 1, rng);
   // The same module without tensor maps: cp.async, the lockstep schedule, the producer exits.
   check_kernel<HostSpec<bf16_t, 128, kWgmma128>>(kCausal, 1, 2, 1, 200, 200, 1, rng, 0, {}, nullptr, false);
 }
@@ -50,7 +52,7 @@ TEST(HopperKernelOnHost, WgmmaTilesWithModifiersAndWindows) {
   std::mt19937 rng(91);
   // D = 64 causal with a modifier: 128 rows, the loader thread (thread 128) issues the copies.
   check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.alibi = true}>>(
-      "softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", 1, 4, 2, 170, 170, 1, rng);
+      "softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", 1, 4, 2, 170, 700, 1, rng);
   // D = 128 with per-cell work: 64-key tiles.
   check_kernel<HostSpec<bf16_t, 128, kWgmma128Bn64, Features{.softcap = true}>>(
       "softmax(softcap(causal(scaled_dot_product(Q, K)), 20)) @ V", 1, 2, 1, 140, 140, 1, rng);
@@ -128,7 +130,7 @@ TEST(HopperKernelOnHost, TmaDecodeTiles) {
   check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split>>(kCausal, 1, 4, 1, 3, 389, 3, rng);
   // The 128-key tile at D = 128, unsplit and split (merged in the kernel).
   check_kernel<HostSpec<f16_t, 128, kTmaDecodeWide>>(kCausal, 1, 4, 2, 1, 300, 1, rng);
-  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit>>(kCausal, 1, 8, 2, 2, 777, 3, rng);
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit>>(kCausal, 1, 8, 2, 2, 1277, 2, rng);
   // A one-key cache, and the module's cp.async fallback.
   check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWide>>(kCausal, 1, 4, 2, 1, 1, 1, rng);
   check_kernel<HostSpec<bf16_t, 64, kTmaDecode64>>(kCausal, 1, 4, 1, 1, 150, 1, rng, 0, {}, nullptr, false);
@@ -139,9 +141,9 @@ TEST(HopperKernelOnHost, TmaDecodeTiles) {
 TEST(HopperKernelOnHost, TmaPagedDecode) {
   std::mt19937 rng(96);
   constexpr Features kPaged{.paged = true, .page_slots = 1024};
-  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 3, 8, 2, 1, 150, 2, rng, 16);
-  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit, kPaged>>(kCausal, 2, 4, 1, 1, 390, 2, rng, 64);
-  check_kernel<HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 2, 8, 2, 1, 301, 3, rng, 16);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 3, 8, 2, 1, 500, 2, rng, 16);
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit, kPaged>>(kCausal, 2, 4, 1, 1, 1100, 2, rng, 64);
+  check_kernel<HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 2, 8, 2, 1, 1301, 2, rng, 16);
   // Pages whose strides the copy engine refuses: the same module copies them by cp.async.
   check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 1, 4, 1, 1, 100, 2, rng, 16, {}, nullptr,
                                                                 false);
