@@ -45,7 +45,7 @@ TEST(HopperKernelOnHost, WgmmaPrefillTilesMaskTheDiagonal) {
   // 128 rows at D = 128, the producer warpgroup.
   check_kernel<HostSpec<f16_t, 128, kWgmma128>>(kCausal, 1, 2, 2, 150, 633, 1, rng);
   // The same module without tensor maps: cp.async, the lockstep schedule, the producer exits.
-  check_kernel<HostSpec<bf16_t, 128, kWgmma128>>(kCausal, 1, 2, 1, 200, 200, 1, rng, 0, {}, nullptr, false);
+  check_kernel<HostSpec<bf16_t, 128, kWgmma128>>(kCausal, 1, 2, 1, 200, 200, 1, rng, {.tensor_maps = false});
 }
 
 TEST(HopperKernelOnHost, WgmmaTilesWithModifiersAndWindows) {
@@ -67,13 +67,14 @@ TEST(HopperKernelOnHost, WgmmaDocumentsByTma) {
   std::mt19937 rng(92);
   const std::vector<int32_t> docs{130, 1, 100, 60};
   check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.document = true}>>(
-      "softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, 291, 291, 1, rng, 0, docs);
+      "softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, 291, 291, 1, rng, {.docs = docs});
 }
 
 // Paged prefill on the wgmma tile copies its pages by cp.async (lockstep).
 TEST(HopperKernelOnHost, WgmmaPagedPrefill) {
   std::mt19937 rng(93);
-  check_kernel<HostSpec<bf16_t, 128, kWgmmaPaged, Features{.paged = true}>>(kCausal, 2, 2, 1, 140, 170, 1, rng, 16);
+  check_kernel<HostSpec<bf16_t, 128, kWgmmaPaged, Features{.paged = true}>>(kCausal, 2, 2, 1, 140, 170, 1, rng,
+                                                                            {.page_size = 16});
 }
 
 // Block-sparse on the wgmma tiles: 128-row blocks read as they are, 64-row blocks on the 64-row
@@ -94,13 +95,13 @@ TEST(HopperKernelOnHost, WgmmaBlockSparse) {
         1, 2, N, N, block, block);
     const char* program = "softmax(block_sparse(scaled_dot_product(Q, K))) @ V";
     if (block == 128) {
-      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse, Features{.block_sparse = true, .causal = false}>>(program, 1, 2, 1, N, N, 1, rng,
-                                                                                        0, {}, &mask);
+      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse, Features{.block_sparse = true, .causal = false}>>(
+          program, 1, 2, 1, N, N, 1, rng, {.mask = &mask});
     } else {
-      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse64, Features{.block_sparse = true, .causal = false}>>(program, 1, 2, 1, N, N, 1,
-                                                                                          rng, 0, {}, &mask);
-      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparseGroups, Features{.block_sparse = true, .causal = false}>>(program, 1, 2, 1, N, N, 1,
-                                                                                              rng, 0, {}, &mask);
+      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse64, Features{.block_sparse = true, .causal = false}>>(
+          program, 1, 2, 1, N, N, 1, rng, {.mask = &mask});
+      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparseGroups, Features{.block_sparse = true, .causal = false}>>(
+          program, 1, 2, 1, N, N, 1, rng, {.mask = &mask});
     }
   }
 }
@@ -133,7 +134,7 @@ TEST(HopperKernelOnHost, TmaDecodeTiles) {
   check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit>>(kCausal, 1, 8, 2, 2, 1277, 2, rng);
   // A one-key cache, and the module's cp.async fallback.
   check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWide>>(kCausal, 1, 4, 2, 1, 1, 1, rng);
-  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64>>(kCausal, 1, 4, 1, 1, 150, 1, rng, 0, {}, nullptr, false);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64>>(kCausal, 1, 4, 1, 1, 150, 1, rng, {.tensor_maps = false});
 }
 
 // Paged decode by TMA: boxes of gcd(page size, block_k) rows looked up per tile (the staged page
@@ -141,12 +142,20 @@ TEST(HopperKernelOnHost, TmaDecodeTiles) {
 TEST(HopperKernelOnHost, TmaPagedDecode) {
   std::mt19937 rng(96);
   constexpr Features kPaged{.paged = true, .page_slots = 1024};
-  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 3, 8, 2, 1, 500, 2, rng, 16);
-  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit, kPaged>>(kCausal, 2, 4, 1, 1, 1100, 2, rng, 64);
-  check_kernel<HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 2, 8, 2, 1, 1301, 2, rng, 16);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 3, 8, 2, 1, 500, 2, rng, {.page_size = 16});
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideSplit, kPaged>>(kCausal, 2, 4, 1, 1, 1100, 2, rng,
+                                                                   {.page_size = 64});
+  check_kernel<HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 2, 8, 2, 1, 1301, 2, rng,
+                                                                     {.page_size = 16});
+  // A settled page table (PagedKV::table_settled): the block stages its page list, and the
+  // producer looks up its first tile's pages, before the grid dependency wait.
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 1, 8, 1, 1, 1500, 2, rng,
+                                                                      {.page_size = 32, .settled_table = true});
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 2, 4, 2, 1, 420, 2, rng,
+                                                                {.page_size = 16, .settled_table = true});
   // Pages whose strides the copy engine refuses: the same module copies them by cp.async.
-  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 1, 4, 1, 1, 100, 2, rng, 16, {}, nullptr,
-                                                                false);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 1, 4, 1, 1, 100, 2, rng,
+                                                                {.page_size = 16, .tensor_maps = false});
 }
 
 }  // namespace

@@ -148,10 +148,19 @@ inline FwdParams contiguous_params(int B, int Hq, int Hkv, int Nq, int Nk, int D
 // for queries and keys alike) into Nq = Nk rows.
 // Copy-engine specs (Spec::kTmaKV) get tensor maps unless `tensor_maps` is false, which runs the
 // same module's cp.async fallback (the runtime's call when the copy engine refuses a tensor).
+struct CallOptions {
+  int page_size = 0;                // paged specs: rows per page
+  std::vector<int32_t> docs;        // document specs: the packed lengths
+  const BlockMask* mask = nullptr;  // block-sparse specs
+  bool tensor_maps = true;
+  bool settled_table = false;  // paged: FwdParams::page_table_settled (lookups before the grid wait)
+};
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
-                  int page_size = 0, const std::vector<int32_t>& docs = {}, const BlockMask* mask = nullptr,
-                  bool tensor_maps = true) {
+                  const CallOptions& call = {}) {
+  const int page_size = call.page_size;
+  const std::vector<int32_t>& docs = call.docs;
+  const BlockMask* mask = call.mask;
   using E = typename Spec::Element;
   constexpr int D = Spec::kHeadDim;
   constexpr DType kType = std::is_same_v<E, bf16_t> ? DType::BF16 : DType::F16;
@@ -269,6 +278,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     p.page_size = page_size;
     p.page_shift = std::has_single_bit(unsigned(page_size)) ? std::countr_zero(unsigned(page_size)) : -1;
     p.len_k = 0;  // each sequence's own, from its pages
+    p.page_table_settled = call.settled_table ? 1 : 0;
   }
   std::vector<int32_t> cu{0};
   if constexpr (Spec::kDocument) {
@@ -342,7 +352,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
 
   // Tensor maps as the runtime encodes them (cuda_launch.cpp): pages as [pages, Hkv, page_size,
   // D] in boxes of gcd(page_size, block_k) rows (at least 8), contiguous K/V in boxes of block_k.
-  if (Spec::kTmaKV && tensor_maps) {
+  if (Spec::kTmaKV && call.tensor_maps) {
     if constexpr (Spec::kPagedKV) {
       const int box = std::gcd(page_size, Spec::kBlockN), pool = static_cast<int>(k_pages.size()) / (page_size * Hkv * D);
       p.tma_box_rows = box;

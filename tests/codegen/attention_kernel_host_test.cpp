@@ -67,11 +67,12 @@ TEST(AttentionKernelOnHost, DocumentsNeverAttendAcrossEachOther) {
   constexpr Features kDocs{.document = true};
   const std::vector<int32_t> docs{70, 1, 129, 33};
   check_kernel<HostSpec<bf16_t, 64, kPrefill64, kDocs>>("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 2,
-                                                        1, 233, 233, 1, rng, 0, docs);
+                                                        1, 233, 233, 1, rng, {.docs = docs});
   check_kernel<HostSpec<f16_t, 64, kPrefill64, Features{.window = true, .document = true}>>(
-      "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 50))) @ V", 1, 4, 2, 233, 233, 1, rng, 0, docs);
+      "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 50))) @ V", 1, 4, 2, 233, 233, 1, rng,
+      {.docs = docs});
   check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.rotate = true, .rope_half = 32, .document = true}>>(
-      "softmax(document(causal(rope(Q, K)))) @ V", 1, 2, 1, 233, 233, 1, rng, 0, docs);
+      "softmax(document(causal(rope(Q, K)))) @ V", 1, 2, 1, 233, 233, 1, rng, {.docs = docs});
 }
 
 // Block-sparse: only a BlockMask row's active blocks are visited, full ones without a cell test,
@@ -92,7 +93,7 @@ TEST(AttentionKernelOnHost, BlockSparseVisitsOnlyActiveBlocks) {
         },
         1, 2, N, N, block, block);
     check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.block_sparse = true}>>(
-        "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, N, N, 1, rng, 0, {}, &mask);
+        "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, N, N, 1, rng, {.mask = &mask});
   }
 }
 
@@ -159,13 +160,16 @@ TEST(AttentionKernelOnHost, BothRopePlacementsGiveTheSameBits) {
 TEST(AttentionKernelOnHost, PagedDecodeReadsEachSequencesPages) {
   std::mt19937 rng(16);
   constexpr Features kPaged{.paged = true, .page_slots = 256};
-  check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 3, 8, 2, 1, 150, 1, rng, 16);
-  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kPaged>>(kCausal, 2, 4, 1, 2, 301, 3, rng, 12);
+  check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 3, 8, 2, 1, 150, 1, rng, {.page_size = 16});
+  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kPaged>>(kCausal, 2, 4, 1, 2, 301, 3, rng, {.page_size = 12});
+  // A settled table: the page list staged (and its pages warmed) before the grid dependency wait.
+  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kPaged>>(kCausal, 2, 4, 1, 1, 301, 2, rng,
+                                                           {.page_size = 16, .settled_table = true});
   // Pages of one key: a part of 300 pages exceeds the 256 staged ids, so the block looks its
   // pages up in the global table instead.
-  check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 1, 4, 1, 1, 300, 1, rng, 1);
+  check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 1, 4, 1, 1, 300, 1, rng, {.page_size = 1});
   check_kernel<HostSpec<f16_t, 64, kDecode, Features{.rotate = true, .paged = true, .rope_half = 32, .page_slots = 256}>>(
-      kRope, 2, 4, 2, 1, 99, 1, rng, 32);
+      kRope, 2, 4, 2, 1, 99, 1, rng, {.page_size = 32});
 }
 
 // A split call: each part's block writes partial rows and the last one merges them by LSE.

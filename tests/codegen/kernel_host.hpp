@@ -18,6 +18,7 @@
 
 #include <barrier>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -55,10 +56,12 @@ struct WarpGroup {
   std::barrier<> bar{128};
   const unsigned* a[128] = {};
 };
-// The block's named barriers (bar.sync id, count; id 0 is the block barrier): each made by the
-// first thread to reach it, with the count it names.
-struct NamedBarriers {
+// The block's named barriers (bar.sync id, count; id 0 is the block barrier), each made by the
+// first thread to reach it with the count it names; and the condition its mbarrier waiters sleep
+// on (kernel_host_hopper.hpp), signalled by every mbarrier update under `m`.
+struct BlockSync {
   std::mutex m;
+  std::condition_variable mbar_changed;
   std::unique_ptr<std::barrier<>> bar[16];
   std::barrier<>& get(int id, int count) {
     std::lock_guard<std::mutex> lock(m);
@@ -73,7 +76,7 @@ inline char* smem_base = nullptr;
 inline thread_local std::barrier<>* block_barrier = nullptr;
 inline thread_local Warp* warp = nullptr;
 inline thread_local WarpGroup* warpgroup = nullptr;
-inline thread_local NamedBarriers* named_barriers = nullptr;
+inline thread_local BlockSync* block_sync = nullptr;
 }  // namespace attnfuse_host_cuda
 
 struct uint2 {
@@ -186,7 +189,7 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
         std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
         std::vector<Warp> warps((threads + 31) / 32);  // (collectives need whole warps)
         std::vector<WarpGroup> groups((threads + 127) / 128);
-        NamedBarriers named;
+        BlockSync sync;
         std::vector<std::thread> pool;
         pool.reserve(threads);
         for (unsigned t = 0; t < threads; ++t)
@@ -196,7 +199,7 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
             block_barrier = &bar;
             warp = &warps[t / 32];
             warpgroup = &groups[t / 128];
-            named_barriers = &named;
+            block_sync = &sync;
             kernel();
             // An exited thread no longer counts at the block barrier (PTX exit): the producer
             // warps leave early, and the computing warps' __syncthreads() go on without them.
@@ -318,7 +321,7 @@ inline int atomic_inc_acq_rel(int* count) { return (*count)++; }
 template <int kId, int kCount>
 inline void named_barrier_sync() {
   static_assert(kId > 0, "barrier 0 is the block's: block_barrier_sync");
-  attnfuse_host_cuda::named_barriers->get(kId, kCount).arrive_and_wait();
+  attnfuse_host_cuda::block_sync->get(kId, kCount).arrive_and_wait();
 }
 inline void block_barrier_sync() { attnfuse_host_cuda::block_barrier->arrive_and_wait(); }
 }  // namespace attnfuse_kernels

@@ -10,8 +10,8 @@
 //   (mn % 8) 128 B + 2k, MN-major element (k, mn) at start + (mn / 64) LBO + (k / 8) SBO +
 //   (k % 8) 128 B + 2 (mn % 64), both swizzled by address (16-byte chunk bits [4,7) XOR bits
 //   [7,10)). The GPU suite pins that reading: the kernels pass on the device with it.
-// - An mbarrier is its 8 bytes of shared memory, updated atomically: pending arrivals, the count
-//   they reset to, the transaction bytes still owed and the phase bit. A phase completes when
+// - An mbarrier is its 8 bytes of shared memory, updated under the block's lock: pending
+//   arrivals, the count they reset to, the transaction bytes still owed and the phase bit. A phase completes when
 //   both reach zero; try_wait.parity P holds once the phase bit differs from P (the phase of
 //   parity P is done), as on the GPU, which also keeps only the current and the preceding phase.
 // - cp.async.bulk.tensor copies its box at issue into the 128-byte swizzled layout (address bits,
@@ -21,7 +21,6 @@
 // - setmaxnreg, the proxy fences and the map prefetch are no-ops.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -123,17 +122,17 @@ struct Mbar {
            (static_cast<unsigned long long>(tx & 0x7FFFFF) << 40) | (static_cast<unsigned long long>(phase) << 63);
   }
 };
-inline std::atomic_ref<unsigned long long> mbar_word(u32 bar) {
+inline unsigned long long& mbar_word(u32 bar) {
   if (bar % 8 != 0) attnfuse_host_cuda::emulation_fault("a misaligned mbarrier");
-  return std::atomic_ref<unsigned long long>(*reinterpret_cast<unsigned long long*>(attnfuse_host_cuda::smem_base + bar));
+  return *reinterpret_cast<unsigned long long*>(attnfuse_host_cuda::smem_base + bar);
 }
 // Applies `arrivals` arrivals and `bytes` more owed (negative: bytes delivered), completing the
-// phase when nothing is pending or owed.
+// phase when nothing is pending or owed; the block's mbarrier waiters then look again.
 inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
-  auto word = mbar_word(bar);
-  unsigned long long old = word.load();
-  for (;;) {
-    Mbar m = Mbar::decode(old);
+  attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
+  {
+    std::lock_guard<std::mutex> lock(sync.m);
+    Mbar m = Mbar::decode(mbar_word(bar));
     if (m.count == 0) attnfuse_host_cuda::emulation_fault("an mbarrier used before its init");
     if (arrivals > m.pending) attnfuse_host_cuda::emulation_fault("more arrivals than an mbarrier's phase expects");
     m.pending -= arrivals;
@@ -142,8 +141,9 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
       m.phase ^= 1u;
       m.pending = m.count;
     }
-    if (word.compare_exchange_weak(old, m.encode())) break;
+    mbar_word(bar) = m.encode();
   }
+  sync.mbar_changed.notify_all();
 }
 }  // namespace host_detail
 
@@ -161,7 +161,8 @@ inline void fence_operands(float (&)[NT][4]) {}
 inline void tma_prefetch_map(const void*) {}
 
 inline void mbar_init(u32 bar, int count) {
-  host_detail::mbar_word(bar).store(host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode());
+  std::lock_guard<std::mutex> lock(attnfuse_host_cuda::block_sync->m);
+  host_detail::mbar_word(bar) = host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode();
 }
 inline void mbar_init_fence() {}
 inline void mbar_expect_tx(u32 bar, u32 bytes) { host_detail::mbar_update(bar, 1, bytes); }
@@ -169,15 +170,12 @@ inline void mbar_arrive(u32 bar) { host_detail::mbar_update(bar, 1, 0); }
 // A phase that never completes would hang the GPU; here it stops the test after 60 s (the
 // emulated grids finish in well under a second per block).
 inline void mbar_wait(u32 bar, u32 parity) {
-  auto word = host_detail::mbar_word(bar);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    const unsigned long long v = word.load();
-    if (host_detail::Mbar::decode(v).phase != parity) return;
-    if (std::chrono::steady_clock::now() > deadline)
-      attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
-    std::this_thread::yield();
-  }
+  attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
+  std::unique_lock<std::mutex> lock(sync.m);
+  const bool done = sync.mbar_changed.wait_for(lock, std::chrono::seconds(60), [&] {
+    return host_detail::Mbar::decode(host_detail::mbar_word(bar)).phase != parity;
+  });
+  if (!done) attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
 }
 
 inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1, int c2, int c3) {
