@@ -150,7 +150,7 @@ inline FwdParams contiguous_params(int B, int Hq, int Hkv, int Nq, int Nk, int D
 // same module's cp.async fallback (the runtime's call when the copy engine refuses a tensor).
 struct CallOptions {
   int page_size = 0;                // paged specs: rows per page
-  std::vector<int32_t> docs;        // document specs: the packed lengths
+  std::vector<int32_t> docs = {};   // document specs: the packed lengths
   const BlockMask* mask = nullptr;  // block-sparse specs
   bool tensor_maps = true;
   bool settled_table = false;  // paged: FwdParams::page_table_settled (lookups before the grid wait)
