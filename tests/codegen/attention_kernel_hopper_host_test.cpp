@@ -137,6 +137,20 @@ TEST(HopperKernelOnHost, TmaDecodeTiles) {
   check_kernel<HostSpec<bf16_t, 64, kTmaDecode64>>(kCausal, 1, 4, 1, 1, 150, 1, rng, {.tensor_maps = false});
 }
 
+// Varlen decode through packed documents (one to three queries each, caches of their own
+// lengths): each document's decode tiles copy its keys by TMA from its first row and zero the V
+// rows of its last tile that belong to the next document.
+TEST(HopperKernelOnHost, TmaDecodeOverDocuments) {
+  std::mt19937 rng(98);
+  const std::vector<int32_t> queries{1, 3, 1, 2, 1}, keys{300, 77, 1, 513, 129};
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64, Features{.document = true}>>(
+      "softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 8, 2, 8, 1020, 1, rng,
+      {.docs = queries, .key_docs = keys});
+  check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWide, Features{.alibi = true, .document = true}>>(
+      "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V", 1, 4, 1, 8, 1020, 1, rng,
+      {.docs = queries, .key_docs = keys});
+}
+
 // Paged decode by TMA: boxes of gcd(page size, block_k) rows looked up per tile (the staged page
 // list), rows past a sequence's last page zeroed in V; the producer warp for short split parts.
 TEST(HopperKernelOnHost, TmaPagedDecode) {

@@ -150,7 +150,8 @@ inline FwdParams contiguous_params(int B, int Hq, int Hkv, int Nq, int Nk, int D
 // same module's cp.async fallback (the runtime's call when the copy engine refuses a tensor).
 struct CallOptions {
   int page_size = 0;                // paged specs: rows per page
-  std::vector<int32_t> docs = {};   // document specs: the packed lengths
+  std::vector<int32_t> docs = {};   // document specs: the packed lengths (queries and keys)
+  std::vector<int32_t> key_docs = {};  // ... their keys where they differ (varlen decode)
   const BlockMask* mask = nullptr;  // block-sparse specs
   bool tensor_maps = true;
   bool settled_table = false;  // paged: FwdParams::page_table_settled (lookups before the grid wait)
@@ -221,7 +222,9 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
       // more, and the produced small boxes: cuda_decode_wide_keys.)
       const bool wide = passes::cuda_decode_wide_keys(Spec::kTmaKV, Spec::kPagedKV,
                                                       page_size % 64 == 0 || Spec::kProducerWarp);
-      const TileConfig t = passes::cuda_decode_tile({.head_dim = D, .rows = int64_t{Hq / Hkv} * Nq, .split = splits > 1,
+      // (Packed documents: the runtime sizes the tile from the mean queries per document.)
+      const int64_t queries = Spec::kDocument ? (Nq + int64_t(docs.size()) - 1) / int64_t(docs.size()) : Nq;
+      const TileConfig t = passes::cuda_decode_tile({.head_dim = D, .rows = int64_t{Hq / Hkv} * queries, .split = splits > 1,
                                                      .wide_keys = wide, .paged = Spec::kPagedKV,
                                                      .rotates = Spec::kRotate});
       ASSERT_EQ(Spec::kBlockM, t.block_q);
@@ -280,13 +283,16 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     p.len_k = 0;  // each sequence's own, from its pages
     p.page_table_settled = call.settled_table ? 1 : 0;
   }
-  std::vector<int32_t> cu{0};
+  std::vector<int32_t> cu{0}, cu_k{0};
   if constexpr (Spec::kDocument) {
-    for (int32_t len : docs) cu.push_back(cu.back() + len);
+    const std::vector<int32_t>& key_docs = call.key_docs.empty() ? docs : call.key_docs;
+    ASSERT_EQ(key_docs.size(), docs.size());
+    for (size_t d = 0; d < docs.size(); ++d) cu.push_back(cu.back() + docs[d]), cu_k.push_back(cu_k.back() + key_docs[d]);
     ASSERT_EQ(cu.back(), Nq);
-    ASSERT_EQ(Nq, Nk);
-    args.cu_seqlens_q = args.cu_seqlens_k = SeqOffsetsView::contiguous(cu.data(), static_cast<int64_t>(cu.size()));
-    p.cu_q = p.cu_k = cu.data();
+    ASSERT_EQ(cu_k.back(), Nk);
+    args.cu_seqlens_q = SeqOffsetsView::contiguous(cu.data(), static_cast<int64_t>(cu.size()));
+    args.cu_seqlens_k = SeqOffsetsView::contiguous(cu_k.data(), static_cast<int64_t>(cu_k.size()));
+    p.cu_q = cu.data(), p.cu_k = cu_k.data();
     p.num_docs = static_cast<int>(docs.size());
   }
   // A BlockMask as the runtime uploads it (runtime/device_block_mask.cpp), in host memory, coarsened

@@ -75,6 +75,15 @@ TEST(AttentionKernelOnHost, DocumentsNeverAttendAcrossEachOther) {
       "softmax(document(causal(rope(Q, K)))) @ V", 1, 2, 1, 233, 233, 1, rng, {.docs = docs});
 }
 
+// Varlen decode through packed documents: the GQA-packed decode tile per document, sized from the
+// mean queries per document, a document with more queries than the mean taking more tiles.
+TEST(AttentionKernelOnHost, DecodeOverDocumentsOfTheirOwnLengths) {
+  std::mt19937 rng(43);
+  check_kernel<HostSpec<bf16_t, 64, kDecode, Features{.document = true}>>(
+      "softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 4, 1, 9, 700, 1, rng,
+      {.docs = {1, 6, 2}, .key_docs = {250, 1, 449}});
+}
+
 // Block-sparse: only a BlockMask row's active blocks are visited, full ones without a cell test,
 // partial ones through their cell bitmaps; random grids with empty rows, under causal, per head.
 TEST(AttentionKernelOnHost, BlockSparseVisitsOnlyActiveBlocks) {
