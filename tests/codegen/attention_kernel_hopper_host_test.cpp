@@ -56,9 +56,14 @@ TEST(HopperKernelOnHost, WgmmaTilesWithModifiersAndWindows) {
   // D = 128 with per-cell work: 64-key tiles.
   check_kernel<HostSpec<bf16_t, 128, kWgmma128Bn64, Features{.softcap = true}>>(
       "softmax(softcap(causal(scaled_dot_product(Q, K)), 20)) @ V", 1, 2, 1, 140, 140, 1, rng);
-  // A causal window that leaves whole tiles behind the diagonal.
+  // A causal window that leaves whole tiles behind the diagonal, at D = 128 and on the 192-row
+  // tile; and the 192-row tile unmasked (no cell test at all).
   check_kernel<HostSpec<bf16_t, 128, kWgmma128, Features{.window = true}>>(
       "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 70)) @ V", 1, 2, 1, 300, 300, 1, rng);
+  check_kernel<HostSpec<f16_t, 64, kWgmma192, Features{.window = true}>>(
+      "softmax(sliding_window(causal(scaled_dot_product(Q, K)), 200)) @ V", 1, 2, 1, 400, 700, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, kWgmma192, Features{.causal = false}>>(
+      "softmax(scaled_dot_product(Q, K)) @ V", 1, 2, 2, 250, 390, 1, rng);
 }
 
 // Packed documents by TMA: a tile's rows past its document hold the next document's keys, which
