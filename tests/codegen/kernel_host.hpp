@@ -19,7 +19,10 @@
 #include <barrier>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -69,6 +72,33 @@ struct BlockSync {
     return *bar[id];
   }
 };
+// Asynchronous operations a thread has issued and not yet waited for, in commit groups
+// (cp.async and wgmma): each runs at the wait that covers its group, the latest moment the PTX
+// ISA lets it complete, so a kernel that reads a result before its wait, or overwrites an
+// operand (a shared-memory tile, a register fragment) the operation may still read, sees the
+// difference as it could on the GPU.
+struct Deferred {
+  std::vector<std::vector<std::function<void()>>> groups;  // committed, oldest first
+  std::vector<std::function<void()>> open;                 // issued since the last commit
+  void commit() {
+    groups.push_back(std::move(open));
+    open.clear();
+  }
+  // Completes every committed group but the `keep` most recent.
+  void wait(size_t keep) {
+    while (groups.size() > keep) {
+      std::vector<std::function<void()>> g = std::move(groups.front());
+      groups.erase(groups.begin());
+      for (auto& op : g) op();
+    }
+  }
+  bool idle() const { return groups.empty() && open.empty(); }
+};
+inline thread_local Deferred cp_async_ops, wgmma_ops;
+[[noreturn]] inline void emulation_fault(const char* what) {
+  std::fprintf(stderr, "kernel_host: %s\n", what);
+  std::abort();
+}
 // The block's shared memory as the kernels address it (smem_addr: 32-bit offsets from here),
 // set by a launch that gives the kernel dynamic shared memory; null elsewhere, where
 // __cvta_generic_to_shared is the pointer itself.
@@ -200,7 +230,12 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
             warp = &warps[t / 32];
             warpgroup = &groups[t / 128];
             block_sync = &sync;
+            cp_async_ops = {};
+            wgmma_ops = {};
             kernel();
+            // A warpgroup MMA never waited for has no defined result; copies may be left in
+            // flight (the block's shared memory goes with it).
+            if (!wgmma_ops.idle()) emulation_fault("a thread exits with warpgroup MMAs not waited for");
             // An exited thread no longer counts at the block barrier (PTX exit): the producer
             // warps leave early, and the computing warps' __syncthreads() go on without them.
             bar.arrive_and_drop();
@@ -238,8 +273,7 @@ struct ElementTraits<f16_t> {
 // The tensor-core, shared-memory and copy instructions of the mma.sync kernels, emulated with
 // the layouts of the PTX ISA (mma.m16n8k16 and ldmatrix fragments). Each is warp-collective: the
 // lanes post their operands, meet, compute from all of them, and meet again before the slots
-// are reused. cp.async copies at once (a schedule the asynchronous copy allows), so its commit
-// and wait have nothing left to do.
+// are reused. cp.async copies at the wait that covers its group (Deferred, above).
 namespace attnfuse_kernels {
 namespace host_detail {
 template <class E>
@@ -304,14 +338,19 @@ inline void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
   }
   w.bar.arrive_and_wait();
 }
+// cp.async lands at the wait that covers its group (attnfuse_host_cuda::Deferred).
 inline void cp_async_16(u32 dst, const void* src, int src_bytes) {
   char* to = attnfuse_host_cuda::smem_base + dst;
-  if (src_bytes > 0) std::memcpy(to, src, static_cast<size_t>(src_bytes));
-  std::memset(to + src_bytes, 0, static_cast<size_t>(16 - src_bytes));
+  attnfuse_host_cuda::cp_async_ops.open.push_back([to, src, src_bytes] {
+    if (src_bytes > 0) std::memcpy(to, src, static_cast<size_t>(src_bytes));
+    std::memset(to + src_bytes, 0, static_cast<size_t>(16 - src_bytes));
+  });
 }
-inline void cp_async_commit() {}
+inline void cp_async_commit() { attnfuse_host_cuda::cp_async_ops.commit(); }
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+  attnfuse_host_cuda::cp_async_ops.wait(N);
+}
 inline float fast_exp2(float x) { return std::exp2(x); }
 inline float fast_tanh(float x) { return std::tanh(x); }
 inline void prefetch_l2(const void*) {}

@@ -4,8 +4,8 @@
 // - wgmma.mma_async m64nNk16 is warpgroup-collective: the 128 threads post where their A
 //   registers are, meet, each computes its own accumulators (the m16n8 layout per warp, wgmma.cuh)
 //   from all of them and from shared memory through the matrix descriptors, and they meet again.
-//   It runs at issue, a schedule the asynchronous product allows, so fences, commits and waits
-//   have nothing left to do. Descriptors are read as the kernels write them (128-byte swizzle,
+//   It runs at the wait that covers its commit group (kernel_host.hpp's Deferred), the latest
+//   moment it may complete, reading its operands then. Descriptors are read as the kernels write them (128-byte swizzle,
 //   layout type 1; any other stops the test): K-major element (mn, k) at start + (mn / 8) SBO +
 //   (mn % 8) 128 B + 2k, MN-major element (k, mn) at start + (mn / 64) LBO + (k / 8) SBO +
 //   (k % 8) 128 B + 2 (mn % 64), both swizzled by address (16-byte chunk bits [4,7) XOR bits
@@ -14,7 +14,8 @@
 //   arrivals, the count they reset to, the transaction bytes still owed and the phase bit. A phase completes when
 //   both reach zero; try_wait.parity P holds once the phase bit differs from P (the phase of
 //   parity P is done), as on the GPU, which also keeps only the current and the preceding phase.
-// - cp.async.bulk.tensor copies its box at issue into the 128-byte swizzled layout (address bits,
+// - cp.async.bulk.tensor copies its box at issue (the earliest moment: a stage overwritten while
+//   it is still read shows then) into the 128-byte swizzled layout (address bits,
 //   as above), elements outside the tensor zero, and completes the box's bytes on the barrier.
 //   The tensor map is a HostTensorMap (below) in the CUtensorMap's 128 bytes, made from the
 //   geometry runtime::tile_map_geometry hands the driver.
@@ -37,11 +38,6 @@ struct HostTensorMap {
   unsigned box[4];
 };
 static_assert(sizeof(HostTensorMap) <= 128, "a tensor map is 128 bytes");
-
-[[noreturn]] inline void emulation_fault(const char* what) {
-  std::fprintf(stderr, "kernel_host_hopper: %s\n", what);
-  std::abort();
-}
 }  // namespace attnfuse_host_cuda
 
 namespace attnfuse_kernels {
@@ -148,9 +144,13 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
 }  // namespace host_detail
 
 inline void wgmma_fence() {}
-inline void wgmma_commit() {}
+inline void wgmma_commit() { attnfuse_host_cuda::wgmma_ops.commit(); }
 template <int N>
-inline void wgmma_wait() {}
+inline void wgmma_wait() {
+  if (!attnfuse_host_cuda::wgmma_ops.open.empty())
+    attnfuse_host_cuda::emulation_fault("wgmma.wait_group with products issued and not committed");
+  attnfuse_host_cuda::wgmma_ops.wait(N);
+}
 inline void fence_proxy_async_smem() {}
 template <int N>
 inline void setmaxnreg_dec() {}
@@ -200,12 +200,19 @@ inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1
   host_detail::mbar_update(bar, 0, -static_cast<long long>(row) * 128);
 }
 
+// Each product runs at the wait that covers its group (attnfuse_host_cuda::Deferred), reading its
+// shared-memory operands and its A registers then, as the asynchronous product may.
 template <class T, int N>
 inline void wgmma_ss(float (&d)[N / 8][4], u64 desc_a, u64 desc_b, int accumulate) {
-  host_detail::wgmma<T, N>(d, nullptr, desc_a, desc_b, false, accumulate);
+  float (*acc)[N / 8][4] = &d;
+  attnfuse_host_cuda::wgmma_ops.open.push_back(
+      [acc, desc_a, desc_b, accumulate] { host_detail::wgmma<T, N>(*acc, nullptr, desc_a, desc_b, false, accumulate); });
 }
 template <class T, int N, bool kTransB>
 inline void wgmma_rs_t(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b, int accumulate) {
-  host_detail::wgmma<T, N>(d, a, 0, desc_b, kTransB, accumulate);
+  float (*acc)[N / 8][4] = &d;
+  const u32* regs = a;
+  attnfuse_host_cuda::wgmma_ops.open.push_back(
+      [acc, regs, desc_b, accumulate] { host_detail::wgmma<T, N>(*acc, regs, 0, desc_b, kTransB, accumulate); });
 }
 }  // namespace attnfuse_kernels
