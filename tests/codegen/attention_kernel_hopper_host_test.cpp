@@ -102,6 +102,9 @@ TEST(HopperKernelOnHost, WgmmaBlockSparse) {
     if (block == 128) {
       check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse, Features{.block_sparse = true, .causal = false}>>(
           program, 1, 2, 1, N, N, 1, rng, {.mask = &mask});
+      // The work list with every row cut in two parts, merged in the kernel.
+      check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse, Features{.block_sparse = true, .causal = false}>>(
+          program, 2, 2, 1, N, N, 1, rng, {.mask = &mask, .sparse_parts = 2});
     } else {
       check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse64, Features{.block_sparse = true, .causal = false}>>(
           program, 1, 2, 1, N, N, 1, rng, {.mask = &mask});

@@ -27,6 +27,7 @@
 #include "reference/reference.hpp"
 #include "runtime/device_block_mask.hpp"
 #include "runtime/rope_args.hpp"
+#include "runtime/sparse_work.hpp"
 #include "runtime/tma.hpp"
 // Last: it defines the CUDA keywords as macros.
 #include "codegen/kernel_host.hpp"
@@ -155,6 +156,7 @@ struct CallOptions {
   const BlockMask* mask = nullptr;  // block-sparse specs
   bool tensor_maps = true;
   bool settled_table = false;  // paged: FwdParams::page_table_settled (lookups before the grid wait)
+  int sparse_parts = 0;  // block-sparse: > 0 runs the runtime's work list, every row cut in this many parts
 };
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
@@ -300,6 +302,8 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   // prefill work list). The reference reads the mask as given.
   std::vector<int32_t> bs_rows;
   std::vector<uint32_t> bs_state;
+  runtime::SparseWork work;
+  int64_t work_per_row = 0;
   if constexpr (Spec::kBlockSparse) {
     ASSERT_NE(mask, nullptr);
     args.block_mask = mask;
@@ -314,6 +318,15 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     p.bs_block_q = mask->block_q(), p.bs_block_k = mask->block_k();
     p.bs_nqb = static_cast<int>(mask->num_q_blocks());
     p.bs_batch = static_cast<int>(mask->batch()), p.bs_heads = static_cast<int>(mask->heads());
+    if (call.sparse_parts > 0) {  // the work list as CudaKernel::plan makes it (cuda_plan.cpp)
+      runtime::SparseWorkShape shape;
+      shape.sub = static_cast<int>(mask->block_k() / Spec::kBlockN);
+      shape.per_row = (mask->batch() == 1 ? B : 1) * (mask->heads() == 1 ? Hq : 1) * (mask->block_q() / Spec::kBlockM);
+      shape.forced_parts = call.sparse_parts;
+      work = runtime::build_sparse_work(c.row_ptr, shape);
+      work_per_row = shape.per_row;
+      p.bs_work = work.items.data();
+    }
   }
   p.window = static_cast<int>(spec.scalars.window);
   p.softcap = static_cast<float>(spec.scalars.softcap);
@@ -355,6 +368,18 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   std::vector<int> count(size_t(slots) * heads * B, 0);
   p.num_splits = splits;
   if (splits > 1) p.part_o = part_o.data(), p.part_lse = part_lse.data(), p.merge_count = count.data();
+  // A block-sparse work list: a 1-D grid over its entries; cut rows write partial rows to their
+  // slots of kBM rows, merged by the last part on a zeroed counter per slot (cuda_launch.cpp).
+  attnfuse_host_cuda::Dim3 grid{unsigned(slots * splits), unsigned(heads), unsigned(B)};
+  if (work_per_row > 0) {
+    ASSERT_EQ(splits, 1);
+    grid = {unsigned(work.num_items * work_per_row), 1, 1};
+    const size_t part_rows = size_t(work.slots) * Spec::kBlockM;
+    part_o.assign(part_rows * D, std::numeric_limits<float>::quiet_NaN());
+    part_lse.assign(part_rows, std::numeric_limits<float>::quiet_NaN());
+    count.assign(size_t(work.slots), 0);
+    if (work.slots > 0) p.part_o = part_o.data(), p.part_lse = part_lse.data(), p.merge_count = count.data();
+  }
 
   // Tensor maps as the runtime encodes them (cuda_launch.cpp): pages as [pages, Hkv, page_size,
   // D] in boxes of gcd(page_size, block_k) rows (at least 8), contiguous K/V in boxes of block_k.
@@ -371,7 +396,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_TRUE(p.tma_kv) << "the copy engine refused the test's tensors";
   }
 
-  launch_forward<Spec>(p, {unsigned(slots * splits), unsigned(heads), unsigned(B)});
+  launch_forward<Spec>(p, grid);
 
   const reference::Result want = reference::attention(spec, args);
   const reference::Result naive = reference::attention(spec, args, reference::Precision::Naive);

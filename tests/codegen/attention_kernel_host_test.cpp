@@ -103,6 +103,11 @@ TEST(AttentionKernelOnHost, BlockSparseVisitsOnlyActiveBlocks) {
         1, 2, N, N, block, block);
     check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.block_sparse = true}>>(
         "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, N, N, 1, rng, {.mask = &mask});
+    // The runtime's work list, every row cut in three parts (one per active block at most) run
+    // by separate blocks and merged by the last of them.
+    check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.block_sparse = true}>>(
+        "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, N, N, 1, rng,
+        {.mask = &mask, .sparse_parts = 3});
   }
 }
 
