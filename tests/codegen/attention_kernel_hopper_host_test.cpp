@@ -88,16 +88,7 @@ TEST(HopperKernelOnHost, WgmmaBlockSparse) {
   std::mt19937 rng(94);
   const int N = 330;
   for (int block : {64, 128}) {
-    std::vector<int> kind(size_t(2 * 6 * 6));
-    for (int& k : kind) k = static_cast<int>(rng() % 3);
-    const uint32_t salt = rng();
-    const BlockMask mask = BlockMask::from_predicate(
-        [&](int64_t, int64_t h, int64_t q, int64_t kv) {
-          if (q / 64 == 2) return false;  // rows that keep nothing
-          const int c = kind[size_t((h * 6 + q / 64) * 6 + kv / 64)];
-          return c == 1 || (c == 2 && ((q * 7 + kv * 13 + salt) % 5) < 2);
-        },
-        1, 2, N, N, block, block);
+    const BlockMask mask = random_block_grid(rng, 2, N, block, 2);
     const char* program = "softmax(block_sparse(scaled_dot_product(Q, K))) @ V";
     if (block == 128) {
       check_kernel<HostSpec<bf16_t, 64, kWgmmaSparse, Features{.block_sparse = true, .causal = false}>>(

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -147,6 +148,47 @@ inline FwdParams contiguous_params(int B, int Hq, int Hkv, int Nq, int Nk, int D
 // take their keys from pages of `page_size` rows ([pages, page_size, Hkv, D]) in shuffled order
 // among spare ones, batch entry b holding Nk - 29 b keys. Document specs pack `docs` (lengths,
 // for queries and keys alike) into Nq = Nk rows.
+// The rotation kernel as the runtime's prerotate placement launches it (cuda_launch.cpp): rotated
+// copies of Q (positions q_offset + i) and K (positions j) in q_rot / k_rot, [B, H, N, D], by
+// p.rope; kInterleave puts each neox pair's two dims side by side (rope_window's wgmma form).
+template <class E, int D, bool kNeox, bool kInterleave>
+void prerotate_on_host(const FwdParams& p, const std::vector<E>& q, const std::vector<E>& k, std::vector<E>& q_rot,
+                       std::vector<E>& k_rot, int B, int Hq, int Hkv, int Nq, int Nk) {
+  q_rot.assign(q.size(), E{0x7fc1});
+  k_rot.assign(k.size(), E{0x7fc1});
+  attnfuse_kernels::RotateParams r{};
+  const void* src[2] = {q.data(), k.data()};
+  void* dst[2] = {q_rot.data(), k_rot.data()};
+  const int heads[2] = {Hq, Hkv}, lens[2] = {Nq, Nk};
+  for (int t = 0; t < 2; ++t) {
+    r.src[t] = src[t], r.dst[t] = dst[t], r.heads[t] = heads[t], r.len[t] = lens[t];
+    for (int i = 0; i < 3; ++i) r.src_stride[t][i] = t == 0 ? p.q_stride[i] : p.k_stride[i];
+    r.rows[t] = int64_t{B} * heads[t] * lens[t];
+  }
+  r.pos0[0] = p.q_offset, r.pos0[1] = 0;
+  r.rope = p.rope;
+  r.vec = true;
+  attnfuse_host_cuda::launch_on_host(4, codegen::cuda::kRotateThreads,
+                                     [&] { attnfuse_kernels::RotateKernel<E, D, kNeox, kInterleave>::run(r); });
+}
+
+// A random block-sparse grid over N x N for `heads` heads: per (head, 64-block pair) empty, full
+// or a random cell pattern, query block `empty_q` (of 64 rows) keeping nothing; blocks of
+// `block` rows and keys.
+inline BlockMask random_block_grid(std::mt19937& rng, int heads, int N, int block, int empty_q) {
+  const int nb = (N + 63) / 64;
+  auto kind = std::make_shared<std::vector<int>>(size_t(heads) * nb * nb);
+  for (int& k : *kind) k = static_cast<int>(rng() % 3);
+  const uint32_t salt = rng();
+  return BlockMask::from_predicate(
+      [kind, nb, salt, empty_q](int64_t, int64_t h, int64_t q, int64_t kv) {
+        if (q / 64 == empty_q) return false;
+        const int c = (*kind)[size_t((h * nb + q / 64) * nb + kv / 64)];
+        return c == 1 || (c == 2 && ((q * 7 + kv * 13 + salt) % 5) < 2);
+      },
+      1, heads, N, N, block, block);
+}
+
 // Copy-engine specs (Spec::kTmaKV) get tensor maps unless `tensor_maps` is false, which runs the
 // same module's cp.async fallback (the runtime's call when the copy engine refuses a tensor).
 struct CallOptions {
@@ -338,22 +380,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   // launches it (cuda_launch.cpp); the kernel stages only the window limits.
   std::vector<E> q_rot, k_rot;
   if constexpr (Spec::kWgmma && Spec::kPairWindow) {
-    q_rot.assign(q.size(), E{0x7fc1});
-    k_rot.assign(k.size(), E{0x7fc1});
-    attnfuse_kernels::RotateParams r{};
-    const void* src[2] = {q.data(), k.data()};
-    void* dst[2] = {q_rot.data(), k_rot.data()};
-    const int heads[2] = {Hq, Hkv}, lens[2] = {Nq, Nk};
-    for (int t = 0; t < 2; ++t) {
-      r.src[t] = src[t], r.dst[t] = dst[t], r.heads[t] = heads[t], r.len[t] = lens[t];
-      for (int i = 0; i < 3; ++i) r.src_stride[t][i] = t == 0 ? p.q_stride[i] : p.k_stride[i];
-      r.rows[t] = int64_t{B} * heads[t] * lens[t];
-    }
-    r.pos0[0] = p.q_offset, r.pos0[1] = 0;
-    r.rope = p.rope;
-    r.vec = true;
-    attnfuse_host_cuda::launch_on_host(3, codegen::cuda::kRotateThreads,
-                                       [&] { attnfuse_kernels::RotateKernel<E, D, true, true>::run(r); });
+    prerotate_on_host<E, D, true, true>(p, q, k, q_rot, k_rot, B, Hq, Hkv, Nq, Nk);
     p.q = q_rot.data(), p.k = k_rot.data();
   }
   // Split parts: each block writes its rows' partial O and LSE, and the part that counts last

@@ -90,17 +90,7 @@ TEST(AttentionKernelOnHost, BlockSparseVisitsOnlyActiveBlocks) {
   std::mt19937 rng(53);
   const int N = 300;
   for (int block : {64, 128}) {
-    // Per (head, 64-block pair): empty, full or a random cell pattern; query block 1 keeps nothing.
-    std::vector<int> kind(size_t(2 * 5 * 5));
-    for (int& k : kind) k = static_cast<int>(rng() % 3);
-    const uint32_t salt = rng();
-    const BlockMask mask = BlockMask::from_predicate(
-        [&](int64_t, int64_t h, int64_t q, int64_t kv) {
-          if (q / 64 == 1) return false;
-          const int c = kind[size_t((h * 5 + q / 64) * 5 + kv / 64)];
-          return c == 1 || (c == 2 && ((q * 7 + kv * 13 + salt) % 5) < 2);
-        },
-        1, 2, N, N, block, block);
+    const BlockMask mask = random_block_grid(rng, 2, N, block, 1);
     check_kernel<HostSpec<bf16_t, 64, kPrefill64, Features{.block_sparse = true}>>(
         "softmax(block_sparse(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, N, N, 1, rng, {.mask = &mask});
     // The runtime's work list, every row cut in three parts (one per active block at most) run
@@ -125,8 +115,7 @@ void check_placements_agree(int B, int Hq, int Hkv, int Nq, int Nk, std::mt19937
   const std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng),
                        k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
                        v = random_elements<E>(size_t(B) * Hkv * Nk * D, rng);
-  std::vector<E> o_fused(q.size(), E{0x7fc1}), o_pre(q.size(), E{0x7fc1}), q_rot(q.size(), E{0x7fc1}),
-      k_rot(k.size(), E{0x7fc1});
+  std::vector<E> o_fused(q.size(), E{0x7fc1}), o_pre(q.size(), E{0x7fc1}), q_rot, k_rot;
   std::vector<float> lse_fused(size_t(B) * Hq * Nq), lse_pre(lse_fused.size());
   FwdParams p = contiguous_params(B, Hq, Hkv, Nq, Nk, D);
   p.v = v.data();
@@ -136,22 +125,9 @@ void check_placements_agree(int B, int Hq, int Hkv, int Nq, int Nk, std::mt19937
   // Fused: the kernel rotates.
   p.q = q.data(), p.k = k.data(), p.o = o_fused.data(), p.lse = lse_fused.data();
   launch_forward<Fused>(p, grid);
-  // Prerotate: the rotation kernel writes rotated copies (as the runtime launches it,
-  // cuda_launch.cpp), which the plain kernel reads.
-  attnfuse_kernels::RotateParams r{};
-  const void* src[2] = {q.data(), k.data()};
-  void* dst[2] = {q_rot.data(), k_rot.data()};
-  const int heads[2] = {Hq, Hkv}, lens[2] = {Nq, Nk};
-  for (int t = 0; t < 2; ++t) {
-    r.src[t] = src[t], r.dst[t] = dst[t], r.heads[t] = heads[t], r.len[t] = lens[t];
-    for (int i = 0; i < 3; ++i) r.src_stride[t][i] = t == 0 ? p.q_stride[i] : p.k_stride[i];
-    r.rows[t] = int64_t{B} * heads[t] * lens[t];
-  }
-  r.pos0[0] = p.q_offset, r.pos0[1] = 0;
-  r.rope = p.rope;
-  r.vec = true;
-  attnfuse_host_cuda::launch_on_host(4, codegen::cuda::kRotateThreads,
-                                     [&] { attnfuse_kernels::RotateKernel<E, D, true>::run(r); });
+  // Prerotate: the rotation kernel writes rotated copies (as the runtime launches it), which the
+  // plain kernel reads.
+  prerotate_on_host<E, D, true, false>(p, q, k, q_rot, k_rot, B, Hq, Hkv, Nq, Nk);
   p.q = q_rot.data(), p.k = k_rot.data(), p.o = o_pre.data(), p.lse = lse_pre.data();
   p.rope = {};
   launch_forward<Plain>(p, grid);
