@@ -152,3 +152,17 @@ window_suite() {  # limit [gpu_rope.py args...]
   say "rc=$?"
   grep -E "attnfuse_rope|speedup" "$W/window.log" | cut -c1-160 >> "$D"
 }
+
+# Old / new CLI A/B (the carry recipe puts the old build at .devcarry/old/attnfuse).
+ab_cli() { case $1 in old) echo .devcarry/old/attnfuse ;; *) echo .devcarry/attnfuse ;; esac; }
+fused_ms() {  # cli program shape [bench args...]: the median ms of the fused placement (30 reps)
+  local c=$1 p=$2 s=$3
+  shift 3
+  timeout 60 "$c" bench "$p" --shape "$s" --dtype bf16 --device cuda --rope-mode fused --reps 30 --no-check "$@" 2>&1 |
+    awk '$1=="fused"{print $2}'
+}
+ab_check() {  # version program shape [bench args...]: appends a checked run to $W/check_<version>.log
+  local v=$1 p=$2 s=$3
+  shift 3
+  "$(ab_cli "$v")" bench "$p" --shape "$s" --dtype bf16 --device cuda --rope-mode fused --reps 3 "$@" >> "$W/check_$v.log" 2>&1
+}

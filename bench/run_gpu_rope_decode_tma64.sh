@@ -25,27 +25,19 @@ say "== 2. old / new, ms (median of 30)"
 L3='softmax(causal(rope(Q, K, base=500000))) @ V'
 GJ='softmax(causal(rope(Q, K, style=gptj, rotary_dim=32))) @ V'
 PLAIN='softmax(causal(scaled_dot_product(Q, K))) @ V'
-t() {  # cli program shape [extra args]: the median ms of the fused placement (plain: the kernel)
-  local c=$1 p=$2 s=$3
-  shift 3
-  timeout 60 "$c" bench "$p" --shape "$s" --dtype bf16 --device cuda --rope-mode fused --reps 30 --no-check "$@" 2>&1 |
-    awk '$1=="fused"{print $2}'
-}
-cli_of() { case $1 in old) echo .devcarry/old/attnfuse ;; *) echo .devcarry/attnfuse ;; esac; }
 for v in old new; do
-  c=$(cli_of $v)
   export ATTNFUSE_CACHE_DIR=/tmp/cache-$v
-  "$c" bench "$L3" --shape 2,32,8,1,4099,128 --dtype bf16 --device cuda --rope-mode fused --reps 3 > "$W/check_$v.log" 2>&1
-  "$c" bench "$GJ" --shape 2,8,2,3,3001,64 --dtype bf16 --device cuda --rope-mode fused --reps 3 >> "$W/check_$v.log" 2>&1
-  "$c" bench "$L3" --shape 2,64,8,1,5000,128 --dtype bf16 --device cuda --rope-mode fused --reps 3 --page-size 16 >> "$W/check_$v.log" 2>&1
+  ab_check $v "$L3" 2,32,8,1,4099,128
+  ab_check $v "$GJ" 2,8,2,3,3001,64
+  ab_check $v "$L3" 2,64,8,1,5000,128 --page-size 16
   say "check $v: $(grep -cE '^ +PASS' "$W/check_$v.log") PASS of 3"
 done
 for round in 1 2; do
   for v in old new; do
-    c=$(cli_of $v)
+    c=$(ab_cli $v)
     export ATTNFUSE_CACHE_DIR=/tmp/cache-$v
-    say "round $round $v: 8B B1 $(t $c "$L3" 1,32,8,1,32768,128) | B8 $(t $c "$L3" 8,32,8,1,32768,128) | B32 $(t $c "$L3" 32,32,8,1,32768,128) | 70B B1 $(t $c "$L3" 1,64,8,1,32768,128) | 70B 128k $(t $c "$L3" 1,64,8,1,131072,128)"
-    say "round $round $v: 70B pages16 $(t $c "$L3" 1,64,8,1,32768,128 --page-size 16) | pages64 $(t $c "$L3" 1,64,8,1,32768,128 --page-size 64) | gptj D64 B8 $(t $c "$GJ" 8,32,8,1,32768,64) | plain 8B B1 $(t $c "$PLAIN" 1,32,8,1,32768,128)"
+    say "round $round $v: 8B B1 $(fused_ms $c "$L3" 1,32,8,1,32768,128) | B8 $(fused_ms $c "$L3" 8,32,8,1,32768,128) | B32 $(fused_ms $c "$L3" 32,32,8,1,32768,128) | 70B B1 $(fused_ms $c "$L3" 1,64,8,1,32768,128) | 70B 128k $(fused_ms $c "$L3" 1,64,8,1,131072,128)"
+    say "round $round $v: 70B pages16 $(fused_ms $c "$L3" 1,64,8,1,32768,128 --page-size 16) | pages64 $(fused_ms $c "$L3" 1,64,8,1,32768,128 --page-size 64) | gptj D64 B8 $(fused_ms $c "$GJ" 8,32,8,1,32768,64) | plain 8B B1 $(fused_ms $c "$PLAIN" 1,32,8,1,32768,128)"
   done
 done
 tar czf "$OUT/logs.tgz" -C "$W" .
