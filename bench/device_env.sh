@@ -153,8 +153,9 @@ window_suite() {  # limit [gpu_rope.py args...]
   grep -E "attnfuse_rope|speedup" "$W/window.log" | cut -c1-160 >> "$D"
 }
 
-# Old / new CLI A/B (the carry recipe puts the old build at .devcarry/old/attnfuse).
-ab_cli() { case $1 in old) echo .devcarry/old/attnfuse ;; *) echo .devcarry/attnfuse ;; esac; }
+# Old / new CLI A/B (the carry recipe puts the old build at .devcarry/old/attnfuse, a third one
+# where a script compares three at .devcarry/base/attnfuse).
+ab_cli() { case $1 in old) echo .devcarry/old/attnfuse ;; base) echo .devcarry/base/attnfuse ;; *) echo .devcarry/attnfuse ;; esac; }
 fused_ms() {  # cli program shape [bench args...]: the median ms of the fused placement (30 reps)
   local c=$1 p=$2 s=$3
   shift 3
