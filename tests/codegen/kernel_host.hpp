@@ -11,7 +11,8 @@
 // the tensor-core, ldmatrix and cp.async instructions of the mma.sync kernels are emulated below
 // (warp-collective, in the PTX ISA's fragment layouts), so the attention kernel itself runs too
 // (tests/codegen/attention_kernel_host_test.cpp), and so do Hopper's (wgmma, mbarriers, TMA:
-// kernel_host_hopper.hpp).
+// kernel_host_hopper.hpp). Asynchronous copies and products complete at the wait that covers
+// them (Deferred, below), and a block's shared memory can be poisoned before it runs.
 // Include this header instead of a kernel header; its tests build with -Wno-unknown-pragmas (GCC
 // does not know #pragma unroll) and -ffp-contract=off (tests/CMakeLists.txt says why).
 #pragma once

@@ -2,23 +2,26 @@
 // after the mma.sync emulation): wgmma, mbarriers and the copy engine's tensor loads, so that the
 // wgmma prefill tile, the TMA decode tiles and their producer warps run in CI without a GPU.
 // - wgmma.mma_async m64nNk16 is warpgroup-collective: the 128 threads post where their A
-//   registers are, meet, each computes its own accumulators (the m16n8 layout per warp, wgmma.cuh)
-//   from all of them and from shared memory through the matrix descriptors, and they meet again.
-//   It runs at the wait that covers its commit group (kernel_host.hpp's Deferred), the latest
-//   moment it may complete, reading its operands then. Descriptors are read as the kernels write them (128-byte swizzle,
-//   layout type 1; any other stops the test): K-major element (mn, k) at start + (mn / 8) SBO +
-//   (mn % 8) 128 B + 2k, MN-major element (k, mn) at start + (mn / 64) LBO + (k / 8) SBO +
-//   (k % 8) 128 B + 2 (mn % 64), both swizzled by address (16-byte chunk bits [4,7) XOR bits
-//   [7,10)). The GPU suite pins that reading: the kernels pass on the device with it.
+//   registers are, meet, each computes its own accumulators (the m16n8 layout per warp,
+//   wgmma.cuh) from all of them and from shared memory through the matrix descriptors, and they
+//   meet again. It runs at the wait that covers its commit group (kernel_host.hpp's Deferred), the
+//   latest moment it may complete, reading its operands then. Descriptors are read as the kernels
+//   write them (128-byte swizzle, layout type 1; any other stops the test): K-major element
+//   (mn, k) at start + (mn / 8) SBO + (mn % 8) 128 B + 2k, MN-major element (k, mn) at start +
+//   (mn / 64) LBO + (k / 8) SBO + (k % 8) 128 B + 2 (mn % 64), both swizzled by address (16-byte
+//   chunk bits [4,7) XOR bits [7,10)). The GPU suite pins that reading: the kernels pass on the
+//   device with it, and here they fail with LBO and SBO swapped.
 // - An mbarrier is its 8 bytes of shared memory, updated under the block's lock: pending
-//   arrivals, the count they reset to, the transaction bytes still owed and the phase bit. A phase completes when
-//   both reach zero; try_wait.parity P holds once the phase bit differs from P (the phase of
-//   parity P is done), as on the GPU, which also keeps only the current and the preceding phase.
+//   arrivals, the count they reset to, the transaction bytes still owed and the phase bit. A phase
+//   completes when both reach zero; try_wait.parity P holds once the phase bit differs from P
+//   (the phase of parity P is done), as on the GPU, which also keeps only the current and the
+//   preceding phase. Waiters sleep on the block's condition; a phase that never completes stops
+//   the test.
 // - cp.async.bulk.tensor copies its box at issue (the earliest moment: a stage overwritten while
-//   it is still read shows then) into the 128-byte swizzled layout (address bits,
-//   as above), elements outside the tensor zero, and completes the box's bytes on the barrier.
-//   The tensor map is a HostTensorMap (below) in the CUtensorMap's 128 bytes, made from the
-//   geometry runtime::tile_map_geometry hands the driver.
+//   it is still read can show then) into the 128-byte swizzled layout (address bits, as above),
+//   elements outside the tensor zero, and completes the box's bytes on the barrier. The tensor
+//   map is a HostTensorMap (below) in the CUtensorMap's 128 bytes, made from the geometry
+//   runtime::tile_map_geometry hands the driver.
 // - setmaxnreg, the proxy fences and the map prefetch are no-ops.
 #pragma once
 
