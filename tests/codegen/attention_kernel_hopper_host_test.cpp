@@ -73,6 +73,19 @@ TEST(HopperKernelOnHost, WgmmaDocumentsByTma) {
   const std::vector<int32_t> docs{130, 1, 100, 60};
   check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.document = true}>>(
       "softmax(document(causal(scaled_dot_product(Q, K)))) @ V", 1, 2, 1, 291, 291, 1, rng, {.docs = docs});
+  // The next document's first keys are +Inf in V. Its own queries keep none of them (keys
+  // longer than queries, aligned bottom-right, under a window of 20), so its tiles there are
+  // skipped whole and the reference is finite; but they sit in the previous document's last tile,
+  // which would write NaN had it multiplied their P = 0 instead of zeroing them. (A key masked
+  // inside a tile its own queries load is multiplied, as in every flash kernel: P = 0 times +Inf
+  // is NaN there.)
+  const std::vector<int32_t> queries{100, 1, 80, 40}, keys{130, 200, 260, 200};
+  std::vector<int32_t> inf_rows;
+  for (const int first : {130, 330, 590})
+    for (int u = 0; u < 16; ++u) inf_rows.push_back(first + u);
+  check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.window = true, .document = true}>>(
+      "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 20))) @ V", 1, 2, 1, 221, 790, 1, rng,
+      {.docs = queries, .key_docs = keys, .inf_v_rows = inf_rows});
 }
 
 // Paged prefill on the wgmma tile copies its pages by cp.async (lockstep).
@@ -148,6 +161,16 @@ TEST(HopperKernelOnHost, TmaDecodeOverDocuments) {
   check_kernel<HostSpec<bf16_t, 128, kTmaDecodeWide, Features{.alibi = true, .document = true}>>(
       "softmax(alibi(document(causal(scaled_dot_product(Q, K))))) @ V", 1, 4, 1, 8, 1020, 1, rng,
       {.docs = queries, .key_docs = keys});
+  // Under a window of 40, the first 64 keys of documents 1, 3 and 4 are kept by none of their
+  // queries (their tiles are skipped whole) but lie in the previous document's last tile: +Inf
+  // in V there must not reach it (zero_tail_rows).
+  const std::vector<int32_t> far_keys{300, 200, 1, 513, 129};
+  std::vector<int32_t> inf_rows;
+  for (const int first : {300, 501, 1014})
+    for (int u = 0; u < 20; ++u) inf_rows.push_back(first + u);
+  check_kernel<HostSpec<bf16_t, 64, kTmaDecode64, Features{.window = true, .document = true}>>(
+      "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 40))) @ V", 1, 8, 2, 8, 1143, 1, rng,
+      {.docs = queries, .key_docs = far_keys, .inf_v_rows = inf_rows});
 }
 
 // Paged decode by TMA: boxes of gcd(page size, block_k) rows looked up per tile (the staged page

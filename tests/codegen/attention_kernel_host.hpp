@@ -199,6 +199,10 @@ struct CallOptions {
   bool tensor_maps = true;
   bool settled_table = false;  // paged: FwdParams::page_table_settled (lookups before the grid wait)
   int sparse_parts = 0;  // block-sparse: > 0 runs the runtime's work list, every row cut in this many parts
+  // Key rows (of every batch entry and KV head) whose V is +Inf: rows no query keeps, so the
+  // reference stays finite (checked) and a kernel that multiplies their P = 0 makes NaN. A tile's
+  // rows past its document's end hold the next document's, which the kernel must zero in V.
+  std::vector<int32_t> inf_v_rows = {};
 };
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
@@ -282,6 +286,12 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   }
   std::vector<E> q = random_elements<E>(size_t(B) * Hq * Nq * D, rng), k = random_elements<E>(size_t(B) * Hkv * Nk * D, rng),
                  v = random_elements<E>(size_t(B) * Hkv * Nk * D, rng);
+  const E inf{static_cast<uint16_t>(std::is_same_v<E, bf16_t> ? 0x7f80 : 0x7c00)};
+  for (const int32_t row : call.inf_v_rows) {
+    ASSERT_TRUE(row >= 0 && row < Nk && !Spec::kPagedKV) << "key row " << row;
+    for (int64_t bh = 0; bh < int64_t{B} * Hkv; ++bh)
+      for (int d = 0; d < D; ++d) v[size_t((bh * Nk + row) * D + d)] = inf;
+  }
   std::vector<E> o(size_t(B) * Hq * Nq * D, E{0x7fc1});  // poisoned (NaN)
   std::vector<float> lse(size_t(B) * Hq * Nq, std::numeric_limits<float>::quiet_NaN());
 
@@ -429,6 +439,9 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   const reference::Result naive = reference::attention(spec, args, reference::Precision::Naive);
   double err = 0, naive_err = 0;
   for (size_t i = 0; i < o.size(); ++i) {
+    if (!call.inf_v_rows.empty()) {
+      ASSERT_TRUE(std::isfinite(want.out[i])) << "the +Inf V rows reach output " << i;
+    }
     ASSERT_TRUE(std::isfinite(to_double(o[i]))) << "O element " << i << " not written";
     err = std::max(err, std::abs(to_double(o[i]) - want.out[i]));
     naive_err = std::max(naive_err, std::abs(naive.out[i] - want.out[i]));
