@@ -203,6 +203,8 @@ struct CallOptions {
   // reference stays finite (checked) and a kernel that multiplies their P = 0 makes NaN. A tile's
   // rows past its document's end hold the next document's, which the kernel must zero in V.
   std::vector<int32_t> inf_v_rows = {};
+  attnfuse_host_cuda::Lag lag = {};  // Hopper specs: threads that sleep before each mbarrier wait
+  bool tma_late = false;  // tensor copies land at their barrier's first wait (else at issue)
 };
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
@@ -433,7 +435,11 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_TRUE(p.tma_kv) << "the copy engine refused the test's tensors";
   }
 
+  attnfuse_host_cuda::lag = call.lag;
+  attnfuse_host_cuda::tma_lands_late = call.tma_late;
   launch_forward<Spec>(p, grid);
+  attnfuse_host_cuda::lag = {};
+  attnfuse_host_cuda::tma_lands_late = false;
 
   const reference::Result want = reference::attention(spec, args);
   const reference::Result naive = reference::attention(spec, args, reference::Precision::Naive);

@@ -66,6 +66,9 @@ struct WarpGroup {
 struct BlockSync {
   std::mutex m;
   std::condition_variable mbar_changed;
+  // Tensor copies issued and not yet landed, with their mbarriers (kernel_host_hopper.hpp's
+  // late landing), under `m`.
+  std::vector<std::pair<unsigned, std::function<void()>>> copies_in_flight;
   std::unique_ptr<std::barrier<>> bar[16];
   std::barrier<>& get(int id, int count) {
     std::lock_guard<std::mutex> lock(m);

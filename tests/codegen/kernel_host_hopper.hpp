@@ -17,9 +17,13 @@
 //   (the phase of parity P is done), as on the GPU, which also keeps only the current and the
 //   preceding phase. Waiters sleep on the block's condition; a phase that never completes stops
 //   the test.
-// - cp.async.bulk.tensor copies its box at issue (the earliest moment: a stage overwritten while
-//   it is still read can show then) into the 128-byte swizzled layout (address bits, as above),
-//   elements outside the tensor zero, and completes the box's bytes on the barrier. The tensor
+// - cp.async.bulk.tensor copies its box into the 128-byte swizzled layout (address bits, as
+//   above), elements outside the tensor zero, and completes the box's bytes on the barrier. It
+//   lands at issue (the earliest moment: a stage refilled while it is still read shows then) or,
+//   with tma_lands_late, just before the next operation on its barrier (the latest: a stage read
+//   without waiting for its copy shows then).
+// - Threads can be made to lag (Lag: they sleep before each mbarrier wait), so that the rest of
+//   the block runs as far ahead as its barriers let it. The tensor
 //   map is a HostTensorMap (below) in the CUtensorMap's 128 bytes, made from the geometry
 //   runtime::tile_map_geometry hands the driver.
 // - setmaxnreg, the proxy fences and the map prefetch are no-ops.
@@ -28,10 +32,29 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "codegen/cuda/kernels/wgmma.cuh"
 
 namespace attnfuse_host_cuda {
+// Threads [first, last) of every block sleep `micros` before each mbarrier wait, so the rest of
+// the block runs as far ahead as its barriers let it. The host's threads otherwise keep roughly
+// in step, and a missing wait between two warpgroups (a loader that refills a stage before every
+// warp has released it, a consumer that reads a stage before its copy) shows only by chance;
+// lagging one side makes the overwrite (or the early read) land almost every time.
+struct Lag {
+  unsigned first = 0, last = 0;
+  int micros = 0;
+};
+inline Lag lag;
+// Tensor copies land at issue (false: the earliest moment, so a stage refilled while it is still
+// read shows) or at the first wait on their mbarrier (true: the latest, so a read of a stage
+// that never waited for its copy sees the stage's previous contents).
+inline bool tma_lands_late = false;
+inline void lag_if_lagging() {
+  if (lag.micros > 0 && threadIdx.x >= lag.first && threadIdx.x < lag.last)
+    std::this_thread::sleep_for(std::chrono::microseconds(lag.micros));
+}
 // The copy engine's view of a tensor: its base, dims innermost first, the byte strides of dims
 // 1..3 and the box (cuTensorMapEncodeTiled's arguments, 16-bit elements, 128-byte swizzle).
 struct HostTensorMap {
@@ -144,6 +167,26 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
   }
   sync.mbar_changed.notify_all();
 }
+// Late landing (attnfuse_host_cuda::tma_lands_late): the copies in flight on `bar` land now,
+// before any other operation on it (a wait, an arrival, the next phase's expected bytes), the
+// latest moment the GPU could have landed them.
+inline void land_copies(u32 bar) {
+  attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
+  std::vector<std::function<void()>> landing;
+  {
+    std::lock_guard<std::mutex> lock(sync.m);
+    auto& in_flight = sync.copies_in_flight;
+    for (auto it = in_flight.begin(); it != in_flight.end();) {
+      if (it->first == bar) {
+        landing.push_back(std::move(it->second));
+        it = in_flight.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& copy : landing) copy();
+}
 }  // namespace host_detail
 
 inline void wgmma_fence() {}
@@ -168,11 +211,20 @@ inline void mbar_init(u32 bar, int count) {
   host_detail::mbar_word(bar) = host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode();
 }
 inline void mbar_init_fence() {}
-inline void mbar_expect_tx(u32 bar, u32 bytes) { host_detail::mbar_update(bar, 1, bytes); }
-inline void mbar_arrive(u32 bar) { host_detail::mbar_update(bar, 1, 0); }
+inline void mbar_expect_tx(u32 bar, u32 bytes) {
+  host_detail::land_copies(bar);
+  host_detail::mbar_update(bar, 1, bytes);
+}
+inline void mbar_arrive(u32 bar) {
+  host_detail::land_copies(bar);
+  host_detail::mbar_update(bar, 1, 0);
+}
 // A phase that never completes would hang the GPU; here it stops the test after 60 s (the
-// emulated grids finish in well under a second per block).
+// emulated grids finish in well under a second per block). A lagging thread
+// (attnfuse_host_cuda::lag) sleeps before each wait.
 inline void mbar_wait(u32 bar, u32 parity) {
+  attnfuse_host_cuda::lag_if_lagging();
+  host_detail::land_copies(bar);
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
   std::unique_lock<std::mutex> lock(sync.m);
   const bool done = sync.mbar_changed.wait_for(lock, std::chrono::seconds(60), [&] {
@@ -181,8 +233,9 @@ inline void mbar_wait(u32 bar, u32 parity) {
   if (!done) attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
 }
 
-inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1, int c2, int c3) {
-  const auto& m = *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map);
+namespace host_detail {
+// The box at (c0 .. c3) of tensor map m into shared memory at dst, completing its bytes on bar.
+inline void tma_copy(u32 dst, const attnfuse_host_cuda::HostTensorMap& m, u32 bar, int c0, int c1, int c2, int c3) {
   if (dst % 128 != 0) attnfuse_host_cuda::emulation_fault("a swizzled tensor copy to a misaligned address");
   if (m.box[0] * 2 != 128) attnfuse_host_cuda::emulation_fault("a 128-byte swizzled box is 128 bytes wide");
   const long long c[4] = {c0, c1, c2, c3};
@@ -198,9 +251,20 @@ inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1
           if (in)
             std::memcpy(&e, m.base + x[0] * 2 + x[1] * m.byte_strides[0] + x[2] * m.byte_strides[1] + x[3] * m.byte_strides[2],
                         2);
-          std::memcpy(attnfuse_host_cuda::smem_base + host_detail::swizzle128(dst + row * 128 + i0 * 2), &e, 2);
+          std::memcpy(attnfuse_host_cuda::smem_base + swizzle128(dst + row * 128 + i0 * 2), &e, 2);
         }
-  host_detail::mbar_update(bar, 0, -static_cast<long long>(row) * 128);
+  mbar_update(bar, 0, -static_cast<long long>(row) * 128);
+}
+}  // namespace host_detail
+inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1, int c2, int c3) {
+  if (attnfuse_host_cuda::tma_lands_late) {
+    attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
+    const auto m = *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map);  // the map may be reused
+    std::lock_guard<std::mutex> lock(sync.m);
+    sync.copies_in_flight.emplace_back(bar, [dst, m, bar, c0, c1, c2, c3] { host_detail::tma_copy(dst, m, bar, c0, c1, c2, c3); });
+    return;
+  }
+  host_detail::tma_copy(dst, *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map), bar, c0, c1, c2, c3);
 }
 
 // Each product runs at the wait that covers its group (attnfuse_host_cuda::Deferred), reading its
