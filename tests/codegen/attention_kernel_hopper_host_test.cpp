@@ -200,8 +200,8 @@ TEST(HopperKernelOnHost, TmaPagedDecode) {
 //   let it, so one that refilled a stage before every warp had released it would overwrite a tile
 //   still to be read. (Without the lag the host's threads keep roughly in step, and a loader that
 //   skipped its wait was caught in one run of eight.)
-// - Tensor copies land at the first wait on their barrier: a warp that read a stage without
-//   waiting for it would read the stage's previous tile, or the poison.
+// - Tensor copies land just before the next operation on their barrier: a warp that read a stage
+//   without waiting for it would read the stage's previous tile, or the poison.
 TEST(HopperKernelOnHost, StagesHoldUnderAdversarialSchedules) {
   std::mt19937 rng(99);
   constexpr int kSleep = 20000;  // µs: several tiles of the other side's emulated work
@@ -220,6 +220,14 @@ TEST(HopperKernelOnHost, StagesHoldUnderAdversarialSchedules) {
   using PagedProduced = HostSpec<f16_t, 128, kTmaDecodeWideProduced, Features{.paged = true, .page_slots = 1024}>;
   check_kernel<PagedProduced>(kCausal, 1, 8, 1, 1, 1500, 2, rng, {.page_size = 16, .lag = {0, 128, kSleep}});
   check_kernel<PagedProduced>(kCausal, 1, 8, 1, 1, 1500, 2, rng, {.page_size = 16, .tma_late = true});
+  // The lockstep schedule over cp.async (no tensor maps; paged prefill): copies landing at issue
+  // while the first warp lags after every block barrier (a refill before the barrier that frees
+  // its stage would land under that warp's reads).
+  const CallOptions lockstep{.tensor_maps = false, .lag = {0, 32, kSleep}, .cp_async_early = true};
+  check_kernel<Produced>(kCausal, 1, 1, 1, 100, 900, 1, rng, lockstep);
+  CallOptions paged = lockstep;
+  paged.page_size = 16;
+  check_kernel<HostSpec<bf16_t, 128, kWgmmaPaged, Features{.paged = true}>>(kCausal, 1, 1, 1, 100, 700, 1, rng, paged);
 }
 
 }  // namespace

@@ -204,7 +204,8 @@ struct CallOptions {
   // rows past its document's end hold the next document's, which the kernel must zero in V.
   std::vector<int32_t> inf_v_rows = {};
   attnfuse_host_cuda::Lag lag = {};  // Hopper specs: threads that sleep before each mbarrier wait
-  bool tma_late = false;  // tensor copies land at their barrier's first wait (else at issue)
+  bool tma_late = false;  // tensor copies land just before their barrier's next operation (else at issue)
+  bool cp_async_early = false;  // cp.async lands at issue (else at the wait that covers it)
 };
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
@@ -437,9 +438,10 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
 
   attnfuse_host_cuda::lag = call.lag;
   attnfuse_host_cuda::tma_lands_late = call.tma_late;
+  attnfuse_host_cuda::cp_async_lands_early = call.cp_async_early;
   launch_forward<Spec>(p, grid);
   attnfuse_host_cuda::lag = {};
-  attnfuse_host_cuda::tma_lands_late = false;
+  attnfuse_host_cuda::tma_lands_late = attnfuse_host_cuda::cp_async_lands_early = false;
 
   const reference::Result want = reference::attention(spec, args);
   const reference::Result naive = reference::attention(spec, args, reference::Precision::Naive);

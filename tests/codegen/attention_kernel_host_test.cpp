@@ -189,6 +189,23 @@ TEST(AttentionKernelOnHost, PrefillTilesMaskTheDiagonalAndTheWindow) {
                                                                                            200, 1, rng);
 }
 
+// The K/V stages under an adversarial schedule: cp.async lands at issue (the earliest moment)
+// and warp 0 lags (it sleeps 20 ms after every block barrier), so the other warps run on to
+// the next barrier at once: a stage refilled before every warp has passed the barrier that
+// frees it would be overwritten under warp 0's reads. (With copies landing at their wait, the
+// default, such a refill lands only after the barrier, and no test could see it.)
+TEST(AttentionKernelOnHost, StagesHoldUnderAnAdversarialSchedule) {
+  std::mt19937 rng(12);
+  const CallOptions adversarial{.lag = {0, 32, 20000}, .cp_async_early = true};
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64>>(kCausal, 1, 1, 1, 40, 400, 1, rng, adversarial);
+  check_kernel<HostSpec<bf16_t, 128, Tile{128, 64, 8, 3, 1, false}, Features{.window = true}>>(
+      kWindow, 1, 1, 1, 100, 400, 1, rng, adversarial);
+  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit>>(kCausal, 1, 4, 1, 1, 600, 2, rng, adversarial);
+  // Fused RoPE rotates each K tile in its stage, between two barriers.
+  check_kernel<HostSpec<bf16_t, 64, kDecode, Features{.rotate = true, .rope_half = 32}>>(kRope, 1, 4, 1, 1, 400, 1, rng,
+                                                                                         adversarial);
+}
+
 // Fused RoPE: Q rotated once per tile, each K tile on arrival, in the fixed-unit form: whole
 // heads (D = 96's 24 units on 120 of the tile's 128 threads) and power-of-two partial spans.
 TEST(AttentionKernelOnHost, FusedRopeRotatesQAndEachKeyTile) {

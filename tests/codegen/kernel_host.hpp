@@ -12,12 +12,14 @@
 // (warp-collective, in the PTX ISA's fragment layouts), so the attention kernel itself runs too
 // (tests/codegen/attention_kernel_host_test.cpp), and so do Hopper's (wgmma, mbarriers, TMA:
 // kernel_host_hopper.hpp). Asynchronous copies and products complete at the wait that covers
-// them (Deferred, below), and a block's shared memory can be poisoned before it runs.
+// them (Deferred, below; cp.async may land at issue instead), some threads can be made to lag
+// (Lag), and a block's shared memory can be poisoned before it runs.
 // Include this header instead of a kernel header; its tests build with -Wno-unknown-pragmas (GCC
 // does not know #pragma unroll) and -ffp-contract=off (tests/CMakeLists.txt says why).
 #pragma once
 
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -99,6 +101,20 @@ struct Deferred {
   bool idle() const { return groups.empty() && open.empty(); }
 };
 inline thread_local Deferred cp_async_ops, wgmma_ops;
+// cp.async lands at the wait that covers its group (false: the latest moment, so a tile read
+// before its wait shows) or at issue (true: the earliest, so a stage refilled before every warp
+// is done with it shows).
+inline bool cp_async_lands_early = false;
+// Threads [first, last) of every block sleep `micros` after each block barrier and before each
+// mbarrier wait (kernel_host_hopper.hpp), so the rest of the block runs as far ahead as its
+// barriers let it. The host's threads otherwise keep roughly in step, and a missing barrier
+// between warps (a stage refilled before every warp has read it, read before its copy) shows
+// only by chance; lagging one side makes the overwrite or the early read land almost every time.
+struct Lag {
+  unsigned first = 0, last = 0;
+  int micros = 0;
+};
+inline Lag lag;
 [[noreturn]] inline void emulation_fault(const char* what) {
   std::fprintf(stderr, "kernel_host: %s\n", what);
   std::abort();
@@ -202,7 +218,16 @@ inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
   for (int i = 0; i < 4; ++i) r |= static_cast<unsigned>((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
   return r;
 }
-inline void __syncthreads() { attnfuse_host_cuda::block_barrier->arrive_and_wait(); }
+namespace attnfuse_host_cuda {
+inline void lag_if_lagging() {
+  if (lag.micros > 0 && threadIdx.x >= lag.first && threadIdx.x < lag.last)
+    std::this_thread::sleep_for(std::chrono::microseconds(lag.micros));
+}
+}  // namespace attnfuse_host_cuda
+inline void __syncthreads() {
+  attnfuse_host_cuda::block_barrier->arrive_and_wait();
+  attnfuse_host_cuda::lag_if_lagging();
+}
 
 namespace attnfuse_host_cuda {
 // Runs kernel() over a 3-D grid of `threads`-thread blocks: one block at a time, each of its
@@ -342,13 +367,16 @@ inline void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
   }
   w.bar.arrive_and_wait();
 }
-// cp.async lands at the wait that covers its group (attnfuse_host_cuda::Deferred).
+// cp.async lands at the wait that covers its group (attnfuse_host_cuda::Deferred), or at issue
+// (cp_async_lands_early).
 inline void cp_async_16(u32 dst, const void* src, int src_bytes) {
   char* to = attnfuse_host_cuda::smem_base + dst;
-  attnfuse_host_cuda::cp_async_ops.open.push_back([to, src, src_bytes] {
+  auto copy = [to, src, src_bytes] {
     if (src_bytes > 0) std::memcpy(to, src, static_cast<size_t>(src_bytes));
     std::memset(to + src_bytes, 0, static_cast<size_t>(16 - src_bytes));
-  });
+  };
+  if (attnfuse_host_cuda::cp_async_lands_early) copy();
+  else attnfuse_host_cuda::cp_async_ops.open.push_back(copy);
 }
 inline void cp_async_commit() { attnfuse_host_cuda::cp_async_ops.commit(); }
 template <int N>
@@ -366,7 +394,7 @@ inline void named_barrier_sync() {
   static_assert(kId > 0, "barrier 0 is the block's: block_barrier_sync");
   attnfuse_host_cuda::block_sync->get(kId, kCount).arrive_and_wait();
 }
-inline void block_barrier_sync() { attnfuse_host_cuda::block_barrier->arrive_and_wait(); }
+inline void block_barrier_sync() { __syncthreads(); }
 }  // namespace attnfuse_kernels
 
 #include "codegen/kernel_host_hopper.hpp"

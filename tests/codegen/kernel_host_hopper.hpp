@@ -32,29 +32,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "codegen/cuda/kernels/wgmma.cuh"
 
 namespace attnfuse_host_cuda {
-// Threads [first, last) of every block sleep `micros` before each mbarrier wait, so the rest of
-// the block runs as far ahead as its barriers let it. The host's threads otherwise keep roughly
-// in step, and a missing wait between two warpgroups (a loader that refills a stage before every
-// warp has released it, a consumer that reads a stage before its copy) shows only by chance;
-// lagging one side makes the overwrite (or the early read) land almost every time.
-struct Lag {
-  unsigned first = 0, last = 0;
-  int micros = 0;
-};
-inline Lag lag;
 // Tensor copies land at issue (false: the earliest moment, so a stage refilled while it is still
-// read shows) or at the first wait on their mbarrier (true: the latest, so a read of a stage
-// that never waited for its copy sees the stage's previous contents).
+// read shows) or just before the next operation on their mbarrier (true: the latest, so a read
+// of a stage that never waited for its copy sees the stage's previous contents).
 inline bool tma_lands_late = false;
-inline void lag_if_lagging() {
-  if (lag.micros > 0 && threadIdx.x >= lag.first && threadIdx.x < lag.last)
-    std::this_thread::sleep_for(std::chrono::microseconds(lag.micros));
-}
 // The copy engine's view of a tensor: its base, dims innermost first, the byte strides of dims
 // 1..3 and the box (cuTensorMapEncodeTiled's arguments, 16-bit elements, 128-byte swizzle).
 struct HostTensorMap {
