@@ -106,11 +106,11 @@ struct RopeParams {
   int64_t original_max_position_embeddings = 0;
   double beta_fast = 32.0;  // yarn
   double beta_slow = 1.0;   // yarn
-  std::optional<double> attention_factor;  // yarn / longrope
+  std::optional<double> attention_factor = {};  // yarn / longrope
   double mscale = 0.0;          // yarn (DeepSeek variant); 0 = unused
   double mscale_all_dim = 0.0;  // yarn (DeepSeek variant); 0 = unused
-  std::vector<double> long_factor;   // longrope, rotary_dim/2 entries
-  std::vector<double> short_factor;  // longrope, rotary_dim/2 entries
+  std::vector<double> long_factor = {};   // longrope, rotary_dim/2 entries
+  std::vector<double> short_factor = {};  // longrope, rotary_dim/2 entries
   double window_k = 0.0;  // rope_window: keep pair r where |delta| <= k * lambda_r
   friend bool operator==(const RopeParams&, const RopeParams&) = default;
 };

@@ -72,7 +72,7 @@ CliResult run_cli(const std::vector<std::string>& args, const TempDir& scratch) 
   const fs::path io_dir = scratch.path() / fmt::format(".cli-io-{}", counter++);
   fs::create_directory(io_dir);
   std::string cmd = quote(ATTNFUSE_CLI_PATH);
-  for (const auto& a : args) cmd += " " + quote(a);
+  for (const auto& a : args) cmd.append(" ").append(quote(a));  // (" " + quote(a): a GCC 12 -Wrestrict false positive)
   // Two threads at most: the tests share a 2-core machine with the rest of the suite.
   cmd = "OMP_NUM_THREADS=2 " + cmd + " >" + quote((io_dir / "out").string()) + " 2>" +
         quote((io_dir / "err").string()) + " </dev/null";

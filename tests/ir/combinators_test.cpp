@@ -72,7 +72,9 @@ TEST(Combinators, DefaultsPassTheirOwnChecks) {
       EXPECT_FALSE(p.meaning.empty());
       EXPECT_FALSE(p.default_doc.empty());
       for (int s = 0; s <= static_cast<int>(RopeScaling::Longrope); ++s)
-        if (p.needed_by.has(static_cast<RopeScaling>(s))) EXPECT_TRUE(p.used_by.has(static_cast<RopeScaling>(s)));
+        if (p.needed_by.has(static_cast<RopeScaling>(s))) {
+          EXPECT_TRUE(p.used_by.has(static_cast<RopeScaling>(s)));
+        }
       if (p.presence != ir::Presence::Defaulted) continue;
       const ir::ParamValue v = p.default_word.empty() ? ir::ParamValue{p.default_number}
                                                       : ir::ParamValue{std::string(p.default_word)};

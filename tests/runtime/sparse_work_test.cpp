@@ -55,10 +55,18 @@ TEST(SparseWork, RowsPastTheCapAreCutIntoBalancedParts) {
   EXPECT_EQ(it[0].part, 2);
   EXPECT_EQ(it[0].end - it[0].begin, 4);
   for (const Item& e : it) {
-    if (e.row == 0) EXPECT_EQ(e.slot0, 0);
-    if (e.row == 1) EXPECT_EQ(e.slot0, -1);
-    if (e.row == 2) EXPECT_EQ(e.slot0, 12);
-    if (e.row != 1) EXPECT_EQ(e.parts, 3);
+    if (e.row == 0) {
+      EXPECT_EQ(e.slot0, 0);
+    }
+    if (e.row == 1) {
+      EXPECT_EQ(e.slot0, -1);
+    }
+    if (e.row == 2) {
+      EXPECT_EQ(e.slot0, 12);
+    }
+    if (e.row != 1) {
+      EXPECT_EQ(e.parts, 3);
+    }
   }
 }
 

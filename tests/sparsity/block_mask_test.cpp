@@ -354,7 +354,9 @@ TEST(BlockMask, CoarsenedKeepsTheSameCellsInTileSizedBlocks) {
                                                 std::min(nk, (kb + 1) * ck));
                 const bool listed = e < cols.size() && cols[e] == kb;
                 ASSERT_EQ(listed, want != BlockMask::BlockKind::Inactive) << "qb=" << qb << " kb=" << kb;
-                if (listed) ASSERT_EQ(full[e++] != 0, want == BlockMask::BlockKind::Full) << "qb=" << qb << " kb=" << kb;
+                if (listed) {
+                  ASSERT_EQ(full[e++] != 0, want == BlockMask::BlockKind::Full) << "qb=" << qb << " kb=" << kb;
+                }
               }
             }
       }
