@@ -21,11 +21,10 @@
 //   above), elements outside the tensor zero, and completes the box's bytes on the barrier. It
 //   lands at issue (the earliest moment: a stage refilled while it is still read shows then) or,
 //   with tma_lands_late, just before the next operation on its barrier (the latest: a stage read
-//   without waiting for its copy shows then).
-// - Threads can be made to lag (Lag: they sleep before each mbarrier wait), so that the rest of
-//   the block runs as far ahead as its barriers let it. The tensor
-//   map is a HostTensorMap (below) in the CUtensorMap's 128 bytes, made from the geometry
-//   runtime::tile_map_geometry hands the driver.
+//   without waiting for its copy shows then). The tensor map is a HostTensorMap (below) in the
+//   CUtensorMap's 128 bytes, made from the geometry runtime::tile_map_geometry hands the driver.
+// - Threads can be made to lag before each mbarrier wait (kernel_host.hpp's Lag), so that the
+//   rest of the block runs as far ahead as its barriers let it.
 // - setmaxnreg, the proxy fences and the map prefetch are no-ops.
 #pragma once
 
