@@ -80,12 +80,9 @@ TEST(HopperKernelOnHost, WgmmaDocumentsByTma) {
   // inside a tile its own queries load is multiplied, as in every flash kernel: P = 0 times +Inf
   // is NaN there.)
   const std::vector<int32_t> queries{100, 1, 80, 40}, keys{130, 200, 260, 200};
-  std::vector<int32_t> inf_rows;
-  for (const int first : {130, 330, 590})
-    for (int u = 0; u < 16; ++u) inf_rows.push_back(first + u);
   check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.window = true, .document = true}>>(
       "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 20))) @ V", 1, 2, 1, 221, 790, 1, rng,
-      {.docs = queries, .key_docs = keys, .inf_v_rows = inf_rows});
+      {.docs = queries, .key_docs = keys, .inf_v_rows = row_runs({130, 330, 590}, 16)});
 }
 
 // Paged prefill on the wgmma tile copies its pages by cp.async (lockstep).
@@ -165,12 +162,9 @@ TEST(HopperKernelOnHost, TmaDecodeOverDocuments) {
   // queries (their tiles are skipped whole) but lie in the previous document's last tile: +Inf
   // in V there must not reach it (zero_tail_rows).
   const std::vector<int32_t> far_keys{300, 200, 1, 513, 129};
-  std::vector<int32_t> inf_rows;
-  for (const int first : {300, 501, 1014})
-    for (int u = 0; u < 20; ++u) inf_rows.push_back(first + u);
   check_kernel<HostSpec<bf16_t, 64, kTmaDecode64, Features{.window = true, .document = true}>>(
       "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 40))) @ V", 1, 8, 2, 8, 1143, 1, rng,
-      {.docs = queries, .key_docs = far_keys, .inf_v_rows = inf_rows});
+      {.docs = queries, .key_docs = far_keys, .inf_v_rows = row_runs({300, 501, 1014}, 20)});
 }
 
 // Paged decode by TMA: boxes of gcd(page size, block_k) rows looked up per tile (the staged page

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -170,6 +171,14 @@ void prerotate_on_host(const FwdParams& p, const std::vector<E>& q, const std::v
   r.vec = true;
   attnfuse_host_cuda::launch_on_host(4, codegen::cuda::kRotateThreads,
                                      [&] { attnfuse_kernels::RotateKernel<E, D, kNeox, kInterleave>::run(r); });
+}
+
+// Key rows first, first + 1, ..., first + count - 1 for each of `firsts` (CallOptions::inf_v_rows).
+inline std::vector<int32_t> row_runs(std::initializer_list<int32_t> firsts, int32_t count) {
+  std::vector<int32_t> rows;
+  for (const int32_t first : firsts)
+    for (int32_t u = 0; u < count; ++u) rows.push_back(first + u);
+  return rows;
 }
 
 // A random block-sparse grid over N x N for `heads` heads: per (head, 64-block pair) empty, full

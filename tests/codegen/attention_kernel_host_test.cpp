@@ -85,11 +85,9 @@ TEST(AttentionKernelOnHost, DecodeOverDocumentsOfTheirOwnLengths) {
   // Under a window of 40 the last document's first 64 keys are kept by none of its queries, so
   // no tile of its own loads them; +Inf in their V must not reach the one-key document before it,
   // whose tile spans them.
-  std::vector<int32_t> inf_rows;
-  for (int u = 0; u < 20; ++u) inf_rows.push_back(251 + u);
   check_kernel<HostSpec<bf16_t, 64, kDecode, Features{.window = true, .document = true}>>(
       "softmax(document(sliding_window(causal(scaled_dot_product(Q, K)), 40))) @ V", 1, 4, 1, 9, 700, 1, rng,
-      {.docs = {1, 6, 2}, .key_docs = {250, 1, 449}, .inf_v_rows = inf_rows});
+      {.docs = {1, 6, 2}, .key_docs = {250, 1, 449}, .inf_v_rows = row_runs({251}, 20)});
 }
 
 // Block-sparse: only a BlockMask row's active blocks are visited, full ones without a cell test,

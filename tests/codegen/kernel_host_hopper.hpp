@@ -155,6 +155,7 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
 // before any other operation on it (a wait, an arrival, the next phase's expected bytes), the
 // latest moment the GPU could have landed them.
 inline void land_copies(u32 bar) {
+  if (!attnfuse_host_cuda::tma_lands_late) return;  // copies landed at issue: none in flight
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
   std::vector<std::function<void()>> landing;
   {
