@@ -31,6 +31,18 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+extern "C" {
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+}
+#endif
+
 #define ATTNFUSE_KERNELS_ON_HOST 1
 #define __device__
 #define __global__
@@ -57,10 +69,13 @@ struct Warp {
   unsigned frag[32][6] = {};  // mma.sync operands, one row per lane
 };
 // One warpgroup (4 warps) of a block run by launch_on_host: wgmma's 128 threads meet at `bar`,
-// each posting where its A registers are (kernel_host_hopper.hpp).
+// each posting where its A registers are, and stage the product's operands in `a_val` and
+// `b_val` (kernel_host_hopper.hpp).
 struct WarpGroup {
   std::barrier<> bar{128};
   const unsigned* a[128] = {};
+  float a_val[64][16] = {};
+  float b_val[16][256] = {};
 };
 // The block's named barriers (bar.sync id, count; id 0 is the block barrier), each made by the
 // first thread to reach it with the count it names; and the condition its mbarrier waiters sleep
@@ -69,8 +84,8 @@ struct BlockSync {
   std::mutex m;
   std::condition_variable mbar_changed;
   // Tensor copies issued and not yet landed, with their mbarriers (kernel_host_hopper.hpp's
-  // late landing), under `m`.
-  std::vector<std::pair<unsigned, std::function<void()>>> copies_in_flight;
+  // late landing), under `m`. Each on the heap: its address names its issue to ThreadSanitizer.
+  std::vector<std::pair<unsigned, std::unique_ptr<std::function<void()>>>> copies_in_flight;
   std::unique_ptr<std::barrier<>> bar[16];
   std::barrier<>& get(int id, int count) {
     std::lock_guard<std::mutex> lock(m);
@@ -78,6 +93,42 @@ struct BlockSync {
     return *bar[id];
   }
 };
+// ThreadSanitizer (test_kernel_races, tests/CMakeLists.txt) takes every mutex, std::barrier and
+// thread start as an ordering. The block barriers and warp meetings are the GPU's own orderings,
+// but the block's lock (BlockSync::m, which every mbarrier operation takes) is only the
+// emulator's: counted, it would order every mbarrier operation after every earlier one in the
+// block, whatever barrier they name, and hide a stage refilled without waiting for its release.
+// So the emulator's own bookkeeping runs inside an Internal scope (TSan ignores its
+// synchronisation and its memory accesses there), and an mbarrier orders exactly what the GPU's
+// does: an arrival or a copy's bytes on a phase release that phase (order_release), and a wait
+// that sees the phase complete acquires it (order_acquire). Without TSan all of it is empty.
+struct Internal {
+#if defined(__SANITIZE_THREAD__)
+  Internal() {
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  ~Internal() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+  }
+#else
+  Internal() {}  // (user-provided, so a scope holding one is not an unused variable)
+  ~Internal() {}
+#endif
+  Internal(const Internal&) = delete;
+  Internal& operator=(const Internal&) = delete;
+};
+#if defined(__SANITIZE_THREAD__)
+inline void order_release(const void* key) { __tsan_release(const_cast<void*>(key)); }
+inline void order_acquire(const void* key) { __tsan_acquire(const_cast<void*>(key)); }
+#else
+inline void order_release(const void*) {}
+inline void order_acquire(const void*) {}
+#endif
+
 // Asynchronous operations a thread has issued and not yet waited for, in commit groups
 // (cp.async and wgmma): each runs at the wait that covers its group, the latest moment the PTX
 // ISA lets it complete, so a kernel that reads a result before its wait, or overwrites an

@@ -74,41 +74,57 @@ float smem_element(u32 addr) {
 
 // D(64 x N) = (accumulate ? D : 0) + A(64 x 16) B(16 x N): A from the warpgroup's registers
 // (a_regs: each warp's 16 rows as an mma.sync A fragment) or, when null, K-major through
-// desc_a; B through desc_b, MN-major when b_mn_major.
+// desc_a; B through desc_b, MN-major when b_mn_major. The threads first stage the operands,
+// then each computes its own accumulators from the staged copy. Under ThreadSanitizer the
+// warpgroup's first thread reads every operand element (kOneReader): TSan remembers only four
+// accesses per 8 bytes, and with each element read by many threads of both warpgroups a racing
+// write is soon pushed out of that record (a loader refilling a stage it was not given back was
+// caught in one run of two with all 128 threads reading, and in none with the reads spread over
+// them). Otherwise the 128 threads share the staging.
 template <class E, int N>
 void wgmma(float (&d)[N / 8][4], const u32* a_regs, u64 desc_a, u64 desc_b, bool b_mn_major, int accumulate) {
+  static_assert(N <= 256, "wgmma's N is at most 256");
   attnfuse_host_cuda::WarpGroup& grp = *attnfuse_host_cuda::warpgroup;
   const int tid = static_cast<int>(threadIdx.x % 128), warp = tid / 32, lane = tid % 32;
   grp.a[tid] = a_regs;
   grp.bar.arrive_and_wait();
   if (a_regs == nullptr) check_desc(desc_a);
   check_desc(desc_b);
-  float a[2][16];  // this thread's rows 16 warp + lane / 4 (+ 8)
-  for (int hf = 0; hf < 2; ++hf) {
-    const int m = 16 * warp + lane / 4 + 8 * hf;
-    for (int k = 0; k < 16; ++k) {
-      if (a_regs == nullptr) {
-        a[hf][k] = smem_element<E>(k_major_addr(desc_a, m, k));
-      } else {
-        const u32* src = grp.a[(m / 16) * 32 + (m % 8) * 4 + (k % 8) / 2];
-        if (src == nullptr) attnfuse_host_cuda::emulation_fault("wgmma: A from registers in some threads only");
-        a[hf][k] = half_of<E>(src[(m % 16 >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
-      }
+#if defined(__SANITIZE_THREAD__)
+  constexpr bool kOneReader = true;
+#else
+  constexpr bool kOneReader = false;
+#endif
+  const int first = kOneReader ? (tid == 0 ? 0 : 64 * N) : tid, step = kOneReader ? 1 : 128;
+  for (int i = first; i < 64 * 16; i += step) {
+    const int m = i / 16, k = i % 16;
+    if (a_regs == nullptr) {
+      grp.a_val[m][k] = smem_element<E>(k_major_addr(desc_a, m, k));
+    } else {  // row m is in warp m / 16's fragment, lane (m % 8) * 4 + (k % 8) / 2
+      const u32* src = grp.a[(m / 16) * 32 + (m % 8) * 4 + (k % 8) / 2];
+      if (src == nullptr) attnfuse_host_cuda::emulation_fault("wgmma: A from registers in some threads only");
+      grp.a_val[m][k] = half_of<E>(src[(m % 16 >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
     }
   }
+  for (int i = first; i < 16 * N; i += step) {
+    const int k = i / N, col = i % N;
+    grp.b_val[k][col] = smem_element<E>(b_mn_major ? mn_major_addr(desc_b, k, col) : k_major_addr(desc_b, col, k));
+  }
+  // Past this meeting no thread reads an operand, so the next wgmma's staging (behind its own
+  // first meeting, which every thread reaches only after computing this one) cannot overwrite
+  // them early; the warpgroup's A registers may be reused at once.
+  grp.bar.arrive_and_wait();
+  attnfuse_host_cuda::Internal internal;  // the staged copy: the emulator's own reads
   for (int n8 = 0; n8 < N / 8; ++n8)
     for (int c = 0; c < 2; ++c) {
       const int col = 8 * n8 + 2 * (lane % 4) + c;
-      float b[16];
-      for (int k = 0; k < 16; ++k)
-        b[k] = smem_element<E>(b_mn_major ? mn_major_addr(desc_b, k, col) : k_major_addr(desc_b, col, k));
-      for (int hf = 0; hf < 2; ++hf) {
+      for (int hf = 0; hf < 2; ++hf) {  // this thread's rows 16 warp + lane / 4 (+ 8)
+        const float* a = grp.a_val[16 * warp + lane / 4 + 8 * hf];
         float acc = accumulate ? d[n8][2 * hf + c] : 0.f;
-        for (int k = 0; k < 16; ++k) acc += a[hf][k] * b[k];
+        for (int k = 0; k < 16; ++k) acc += a[k] * grp.b_val[k][col];
         d[n8][2 * hf + c] = acc;
       }
     }
-  grp.bar.arrive_and_wait();
 }
 
 // The mbarrier word: pending arrivals (bits 0-19), their reset count (20-39), transaction bytes
@@ -132,11 +148,24 @@ inline unsigned long long& mbar_word(u32 bar) {
   if (bar % 8 != 0) attnfuse_host_cuda::emulation_fault("a misaligned mbarrier");
   return *reinterpret_cast<unsigned long long*>(attnfuse_host_cuda::smem_base + bar);
 }
+// What ThreadSanitizer's orderings name one phase parity of an mbarrier by (kernel_host.hpp's
+// order_release): an address inside its word, one per parity.
+inline const void* phase_key(u32 bar, u32 parity) { return attnfuse_host_cuda::smem_base + bar + parity; }
 // Applies `arrivals` arrivals and `bytes` more owed (negative: bytes delivered), completing the
-// phase when nothing is pending or owed; the block's mbarrier waiters then look again.
+// phase when nothing is pending or owed; the block's mbarrier waiters then look again. The phase
+// cannot complete without this update, so the one read first is the one it counts towards: that
+// phase is released (for TSan) before the update can complete it.
 inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
+  u32 phase;
   {
+    attnfuse_host_cuda::Internal internal;
+    std::lock_guard<std::mutex> lock(sync.m);
+    phase = Mbar::decode(mbar_word(bar)).phase;
+  }
+  attnfuse_host_cuda::order_release(phase_key(bar, phase));
+  {
+    attnfuse_host_cuda::Internal internal;
     std::lock_guard<std::mutex> lock(sync.m);
     Mbar m = Mbar::decode(mbar_word(bar));
     if (m.count == 0) attnfuse_host_cuda::emulation_fault("an mbarrier used before its init");
@@ -149,16 +178,19 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
     }
     mbar_word(bar) = m.encode();
   }
+  attnfuse_host_cuda::Internal internal;
   sync.mbar_changed.notify_all();
 }
 // Late landing (attnfuse_host_cuda::tma_lands_late): the copies in flight on `bar` land now,
 // before any other operation on it (a wait, an arrival, the next phase's expected bytes), the
-// latest moment the GPU could have landed them.
+// latest moment the GPU could have landed them. Each lands ordered after its issue (for TSan: the
+// copy is the issuing thread's work, whichever thread runs it).
 inline void land_copies(u32 bar) {
   if (!attnfuse_host_cuda::tma_lands_late) return;  // copies landed at issue: none in flight
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
-  std::vector<std::function<void()>> landing;
+  std::vector<std::unique_ptr<std::function<void()>>> landing;
   {
+    attnfuse_host_cuda::Internal internal;
     std::lock_guard<std::mutex> lock(sync.m);
     auto& in_flight = sync.copies_in_flight;
     for (auto it = in_flight.begin(); it != in_flight.end();) {
@@ -170,7 +202,10 @@ inline void land_copies(u32 bar) {
       }
     }
   }
-  for (auto& copy : landing) copy();
+  for (auto& copy : landing) {
+    attnfuse_host_cuda::order_acquire(copy.get());
+    (*copy)();
+  }
 }
 }  // namespace host_detail
 
@@ -192,6 +227,7 @@ inline void fence_operands(float (&)[NT][4]) {}
 inline void tma_prefetch_map(const void*) {}
 
 inline void mbar_init(u32 bar, int count) {
+  attnfuse_host_cuda::Internal internal;  // (the kernels publish the init with a block barrier)
   std::lock_guard<std::mutex> lock(attnfuse_host_cuda::block_sync->m);
   host_detail::mbar_word(bar) = host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode();
 }
@@ -211,11 +247,16 @@ inline void mbar_wait(u32 bar, u32 parity) {
   attnfuse_host_cuda::lag_if_lagging();
   host_detail::land_copies(bar);
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
-  std::unique_lock<std::mutex> lock(sync.m);
-  const bool done = sync.mbar_changed.wait_for(lock, std::chrono::seconds(60), [&] {
-    return host_detail::Mbar::decode(host_detail::mbar_word(bar)).phase != parity;
-  });
+  bool done;
+  {
+    attnfuse_host_cuda::Internal internal;
+    std::unique_lock<std::mutex> lock(sync.m);
+    done = sync.mbar_changed.wait_for(lock, std::chrono::seconds(60), [&] {
+      return host_detail::Mbar::decode(host_detail::mbar_word(bar)).phase != parity;
+    });
+  }
   if (!done) attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
+  attnfuse_host_cuda::order_acquire(host_detail::phase_key(bar, parity));
 }
 
 namespace host_detail {
@@ -245,8 +286,12 @@ inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1
   if (attnfuse_host_cuda::tma_lands_late) {
     attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
     const auto m = *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map);  // the map may be reused
+    auto copy = std::make_unique<std::function<void()>>(
+        [dst, m, bar, c0, c1, c2, c3] { host_detail::tma_copy(dst, m, bar, c0, c1, c2, c3); });
+    attnfuse_host_cuda::order_release(copy.get());
+    attnfuse_host_cuda::Internal internal;
     std::lock_guard<std::mutex> lock(sync.m);
-    sync.copies_in_flight.emplace_back(bar, [dst, m, bar, c0, c1, c2, c3] { host_detail::tma_copy(dst, m, bar, c0, c1, c2, c3); });
+    sync.copies_in_flight.emplace_back(bar, std::move(copy));
     return;
   }
   host_detail::tma_copy(dst, *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map), bar, c0, c1, c2, c3);
