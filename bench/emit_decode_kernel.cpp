@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     return 77;  // ctest's skip code (tests/CMakeLists.txt)
   }
   KernelSpec spec = Program::parse(program).compile({Target::Cuda, DType::BF16, head_dim, RopeMode::Auto});
-  const bool tma = head_dim % 64 == 0 && head_dim <= 128 && spec.score == ScoreKind::ScaledDot &&
+  const bool tma = head_dim % 64 == 0 && head_dim <= 128 && spec.score != ScoreKind::RopeWindow &&
                    !spec.masks.has(MaskKind::Document);
   spec.tile = passes::cuda_decode_tile({.head_dim = head_dim,
                                         .rows = rows,

@@ -183,7 +183,12 @@ constexpr TileConfig cuda_tile_for_rope_mode(const KernelSpec& spec, RopeMode mo
 //    at B8 (call3): 38% of the warp samples stall on fixed-latency dependencies and 27% issue,
 //    against 20% waiting on memory in the plain cp.async tile. Paged caches too: 70B B1 / 32k,
 //    fused, 0.104-0.105 -> 0.094-0.097 ms at pages of 16 and of 64 (two rounds, H100,
-//    bench/results/2026-12-05-h100-session40/call1/).
+//    bench/results/2026-12-05-h100-session40/call1/). For the same reason a rotating tile never
+//    takes 128 keys: by TMA on Hopper it keeps 64-key tiles in two stages (72 KB, three blocks
+//    per SM), 1.06-1.12x the cp.async tile on an H100 (8B B1 / B8 / 70B B1 / 32k 0.071 / 0.405 /
+//    0.076 -> 0.066 / 0.378 / 0.070-0.072 ms, 70B pages of 16 0.076 -> 0.068;
+//    bench/results/2026-12-06-h100-session43/call2/), where the 128-key TMA tile (one block per
+//    SM) had been 12-18% slower (bench/results/2026-12-05-h100-session39/call1/).
 //  - D = 256 keeps 64-key tiles (16 keys per warp is the MMA minimum): 143 KB, one block per SM.
 //  - rope_window carries a pair plan one tile ahead, so it keeps two stages (runtime: resolved).
 inline constexpr int64_t kPagedDeepMaxTiles = 32;
@@ -226,7 +231,7 @@ constexpr TileConfig cuda_decode_tile(const DecodeTileCall& c) {
     t.block_q = 16;
     t.key_warps = 4;
     if (c.split && c.head_dim <= 128 && !c.rotates) t.stages = 3;
-    if (c.wide_keys && c.head_dim == 128) t.block_k = 128, t.stages = c.split || c.paged ? 3 : 2;
+    if (c.wide_keys && c.head_dim == 128 && !c.rotates) t.block_k = 128, t.stages = c.split || c.paged ? 3 : 2;
   } else {
     t.block_q = 64;
     t.key_warps = 1;

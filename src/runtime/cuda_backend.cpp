@@ -128,8 +128,10 @@ RopeMode CudaKernel::default_mode() const {
 }
 
 bool CudaKernel::decode_tma(RopeMode mode, KvLayout kv, PageCopy pages) const {
-  // Hopper: K/V by TMA where the tiles are plain copies (no rotation or pair pruning in shared
-  // memory, whole 64-dim column blocks; packed documents included), and for paged caches only
+  // Hopper: K/V by TMA where the tiles' columns are whole 64-dim blocks and no pair is pruned
+  // from the copies (rope_window's tiles load only live pairs' chunks); packed documents and
+  // fused RoPE included (the rotation runs in place on the landed, swizzled stage: 1.06-1.12x the
+  // cp.async tile on an H100, bench/results/2026-12-06-h100-session43/), and for paged caches only
   // where the page size is a multiple of 8 rows: the cp.async fallback inside a TMA module reads
   // pages slower than the padded module does (70B B1 / 32k 0.0568 against 0.0508 ms,
   // bench/results/2026-12-02-h200-session13/call4/).
@@ -137,7 +139,7 @@ bool CudaKernel::decode_tma(RopeMode mode, KvLayout kv, PageCopy pages) const {
   // (wgmma.cuh, ATTNFUSE_WGMMA), so on newer GPUs they would be empty and the tile never filled.
   return device_info().arch() == 90 && decode_tma_enabled() &&
          (kv == KvLayout::Contiguous || pages != PageCopy::CpAsync) &&
-         spec_.score != ScoreKind::RopeWindow && !codegen::cuda::rotates_in_kernel(spec_.score, mode) &&
+         spec_.score != ScoreKind::RopeWindow &&
          spec_.head_dim % 64 == 0 && spec_.head_dim <= 128 && (spec_.dtype == DType::BF16 || spec_.dtype == DType::F16);
 }
 

@@ -146,6 +146,24 @@ TEST(HopperKernelOnHost, TmaDecodeTiles) {
   check_kernel<HostSpec<bf16_t, 64, kTmaDecode64>>(kCausal, 1, 4, 1, 1, 150, 1, rng, {.tensor_maps = false});
 }
 
+// Fused RoPE decode on the TMA tile: each stage the copy engine lands is rotated in place, in
+// its swizzled layout, before the product (Q, padded, once per block).
+TEST(HopperKernelOnHost, TmaDecodeRotatesEachLandedStage) {
+  std::mt19937 rng(99);
+  constexpr Tile kRotating{16, 64, 4, 2, 4, true, false, true, false, false};
+  constexpr Tile kRotatingProduced{16, 64, 4, 2, 4, true, false, true, true, false};
+  const char* rope = "softmax(causal(rope(Q, K, base=500000))) @ V";
+  check_kernel<HostSpec<bf16_t, 128, kRotating, Features{.rotate = true, .rope_half = 64}>>(rope, 1, 8, 2, 1, 333, 1,
+                                                                                          rng);
+  check_kernel<HostSpec<bf16_t, 128, kRotating, Features{.rotate = true, .rope_half = 64}>>(rope, 2, 4, 1, 3, 700, 2,
+                                                                                          rng);
+  check_kernel<HostSpec<f16_t, 64, kRotating, Features{.rotate = true, .neox = false, .rope_half = 8}>>(
+      "softmax(causal(rope(Q, K, style=gptj, rotary_dim=16))) @ V", 1, 4, 2, 2, 270, 1, rng);
+  check_kernel<HostSpec<bf16_t, 128, kRotatingProduced,
+                        Features{.rotate = true, .paged = true, .rope_half = 64, .page_slots = 1024}>>(
+      rope, 2, 8, 1, 1, 900, 2, rng, {.page_size = 16});
+}
+
 // Varlen decode through packed documents (one to three queries each, caches of their own
 // lengths): each document's decode tiles copy its keys by TMA from its first row and zero the V
 // rows of its last tile that belong to the next document.

@@ -197,9 +197,10 @@ void expect_compiles_without_spills(Group group) {
       try {
         KernelSpec spec = Program::parse(v.program).compile({Target::Cuda, v.dtype, v.head_dim, v.mode});
         // sm_90 decode tiles, contiguous or paged, take K/V by TMA where the runtime would
-        // (CudaKernel::resolved), contiguous ones with Hopper's 128-key tile at D = 128.
-        const bool tma = v.decode_rows > 0 && v.arch == 90 && v.head_dim <= 128 &&
-                         spec.score == ScoreKind::ScaledDot;
+        // (CudaKernel::decode_tma: every program but rope_window, fused RoPE rotating each landed
+        // stage in place), contiguous ones with Hopper's 128-key tile at D = 128 unless they rotate.
+        const bool tma = v.decode_rows > 0 && v.arch == 90 && v.head_dim % 64 == 0 && v.head_dim <= 128 &&
+                         spec.score != ScoreKind::RopeWindow;
         if (v.decode_rows > 0)
           spec.tile = passes::cuda_decode_tile({.head_dim = v.head_dim,
                                                 .rows = v.decode_rows,

@@ -160,9 +160,10 @@ TEST_F(CudaDecode, LaunchPlanOfALlama3Step) {
   const LaunchPlan unsplit = runtime::cuda_kernel(spec).plan(in.device, spec.scalars, LaunchTuning{1});
   EXPECT_EQ(unsplit.num_splits, 1);
   EXPECT_FALSE(unsplit.merge_in_kernel);
-  // Hopper's TMA tile over a contiguous cache (prerotated RoPE, or none) reads 128 keys, the
-  // others 64; unsplit contiguous calls take two stages either way (passes::cuda_decode_tile).
-  const bool wide = plan.module->spec.tile.tma_kv;
+  // Hopper's TMA tile over a contiguous cache reads 128 keys unless it rotates K (fused RoPE keeps
+  // 64-key tiles for three blocks per SM), the others 64; unsplit contiguous calls take two
+  // stages either way (passes::cuda_decode_tile).
+  const bool wide = plan.module->spec.tile.tma_kv && plan.rope_mode != RopeMode::Fused;
   EXPECT_EQ(plan.module->spec.tile.block_k, wide ? 128 : 64);
   EXPECT_EQ(unsplit.module->spec.tile.block_k, wide ? 128 : 64);
   EXPECT_EQ(unsplit.module->spec.tile.stages, 2) << "the unsplit decode call's depth";

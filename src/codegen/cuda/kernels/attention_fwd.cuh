@@ -157,8 +157,12 @@ struct FwdKernel {
     if constexpr (kSwizzledKV) return sw128_offset<kBN>(r, ch);
     else return r * kStride + ch * 8;
   }
-  static_assert(!kTmaDecode || (kD % 64 == 0 && kD <= 128 && !kRotate && !kPairWindow),
-                "TMA decode tiles copy whole 64-dim column blocks of K/V, unrotated");
+  static_assert(!kTmaDecode || (kD % 64 == 0 && kD <= 128 && !kPairWindow),
+                "TMA decode tiles copy whole 64-dim column blocks of K/V (fused RoPE rotates them in place)");
+  // Where the RoPE tables sit: after the V stages, behind the TMA decode tiles' stage barriers.
+  static __device__ __forceinline__ char* tables_smem(Element* sV) {
+    return reinterpret_cast<char*>(sV + kStages * kKVTile) + (kTmaDecode ? KV::kStageBarrierBytes : 0);
+  }
 
   // Per-cell state of the block-sparse mask for one key tile: the mask block's cell bitmap (null
   // when the block is full) and the block's origin.
@@ -216,8 +220,9 @@ struct FwdKernel {
   }
 
   // Fused placement: rotate a K tile that has landed in smem to key positions n0, n0 + 1, ...
+  // (TMA decode tiles: in the swizzled layout the copy engine landed it in.)
   static __device__ __forceinline__ void rotate_k_tile(const RopeTables& rt, Element* k_tile, int n0) {
-    rotate_tile<Element, kNeox, kBN, kStride, kThreads, Spec::kRopeHalf>(k_tile, n0, rt);
+    rotate_tile<Element, kNeox, kBN, kSwizzledKV ? kSwizzled128 : kStride, kThreads, Spec::kRopeHalf>(k_tile, n0, rt);
   }
 
   // rope_window: the Q fragment registers of 16-dim chunk kk with every dim that is not live in
@@ -546,7 +551,11 @@ struct FwdKernel {
     const int n0 = nb * kBN;
     if constexpr (kRotate) {
       rotate_k_tile(rt, k_tile, n0);
-      __syncthreads();  // the rotated K tile is visible to every warp
+      // The copy engine refills this stage later: generic-proxy writes before async-proxy ones
+      // take the proxy fence. The producer warp takes part in no barrier of the computing warps.
+      if (tma) fence_proxy_async_smem();
+      if (produced) KV::compute_sync();  // the rotated K tile is visible to every computing warp
+      else __syncthreads();
     }
     if (!warp_active) {  // decode tiles: warps whose rows are all padding only help load
       if constexpr (kPairWindow) plan = next;
@@ -667,8 +676,11 @@ struct FwdKernel {
     if (settled) grid_dependency_wait();
     RopeTables rt{};
     if constexpr (kTables) {
-      rt = stage_rope_tables<kD / 2>(p.rope, reinterpret_cast<char*>(sV + kStages * kKVTile));
-      __syncthreads();  // the pair plan below reads the staged limits
+      rt = stage_rope_tables<kD / 2>(p.rope, tables_smem(sV));
+      // The pair plan and the rotations read the staged tables. (The producer warp has gone to
+      // its own loop: the computing warps' named barrier.)
+      if constexpr (kProducer) KV::compute_sync();
+      else __syncthreads();
     } else if constexpr (kPairWindow) {
       // The wgmma form: the limits only, published by the loop's first barrier.
       int* limit = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kWgmmaLimitsOffset);
@@ -740,7 +752,8 @@ struct FwdKernel {
       // Q is rotated once per query tile, each row to its query's position (the first step's
       // barrier publishes it).
       cp_async_wait<0>();
-      __syncthreads();
+      if (kProducer && tma) KV::compute_sync();
+      else __syncthreads();
       rotate_tile_at<Element, kNeox, kBM, kStride, kThreads, Spec::kRopeHalf>(
           sQ,
           [&](int row) {

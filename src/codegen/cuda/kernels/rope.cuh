@@ -8,6 +8,7 @@
 
 #include "params.cuh"
 #include "primitives.cuh"
+#include "wgmma.cuh"
 
 namespace attnfuse_kernels {
 
@@ -142,8 +143,19 @@ __device__ __forceinline__ void rotate_units(const RopeTables& r, int pos, int u
   rotate_units_by<Element, kNeox>(c0, s0, c1, s1, wa, wb, x, y);
 }
 
-// Visits the items (row, two pairs) of a kRows-row shared-memory tile (row pitch kStride
-// elements): body(row, u, wa, wb) may change the two 32-bit units in place. Each thread takes
+// The tile layouts the rotation reads: rows kStride elements apart (padded), or, with kStride ==
+// kSwizzled128, the 128-byte swizzled layout the copy engine lands (wgmma.cuh sw128_offset),
+// where a 32-bit unit's two elements stay in one 16-byte chunk and a warp's consecutive units
+// still fall on distinct banks (the chunk index is XORed with row % 8).
+constexpr int kSwizzled128 = 0;
+template <int kRows, int kStride>
+__device__ __forceinline__ int tile_offset(int row, int off) {
+  if constexpr (kStride == kSwizzled128) return sw128_offset<kRows>(row, off >> 3) + (off & 7);
+  else return row * kStride + off;
+}
+
+// Visits the items (row, two pairs) of a kRows-row shared-memory tile (tile_offset's layouts):
+// body(row, u, wa, wb) may change the two 32-bit units in place. Each thread takes
 // kBatch items at a time, all loads first, then the math, then the stores: with one block of
 // 8 warps per SM there are too few warps to hide one item's load -> angle -> rotate -> store
 // chain, so the thread itself must keep several chains in flight. Consecutive threads take
@@ -163,8 +175,8 @@ __device__ __forceinline__ void for_each_unit_pair(Element* tile, int half, Body
       u[k] = it - row[k] * units;
       int oa, ob;
       pair_units<kNeox>(u[k], half, oa, ob);
-      pa[k] = reinterpret_cast<u32*>(tile + row[k] * kStride + oa);
-      pb[k] = reinterpret_cast<u32*>(tile + row[k] * kStride + ob);
+      pa[k] = reinterpret_cast<u32*>(tile + tile_offset<kRows, kStride>(row[k], oa));
+      pb[k] = reinterpret_cast<u32*>(tile + tile_offset<kRows, kStride>(row[k], ob));
       if (it < total) {
         wa[k] = *pa[k];
         wb[k] = *pb[k];
@@ -199,7 +211,14 @@ __device__ __forceinline__ void rotate_rows_fixed_unit(Element* tile, PosOf&& po
   const int u = threadIdx.x % kUnits, row0 = threadIdx.x / kUnits;
   int oa, ob;
   pair_units<kNeox>(u, kHalf, oa, ob);
-  Element* base = tile + row0 * kStride;
+  // Unit `off` of pass j0 + k: padded rows from one base pointer at constant offsets, swizzled
+  // ones each at its own (tile_offset).
+  Element* base = tile + (kStride == kSwizzled128 ? 0 : row0 * kStride);
+  const auto unit = [&](Element* rows, int j0, int k, int off) -> u32* {
+    if constexpr (kStride == kSwizzled128)
+      return reinterpret_cast<u32*>(tile + tile_offset<kRows, kStride>(row0 + (j0 + k) * kRowStep, off));
+    else return reinterpret_cast<u32*>(rows + k * kRowStep * kStride + off);
+  };
   unsigned long long turn0 = 0, turn1 = 0;
   if constexpr (kSource == RopeSource::Computed) turn0 = r.turn[2 * u], turn1 = r.turn[2 * u + 1];
   // Does pass j hold a row of the tile for this thread? (Always, where the passes fill it.)
@@ -214,8 +233,8 @@ __device__ __forceinline__ void rotate_rows_fixed_unit(Element* tile, PosOf&& po
 #pragma unroll
     for (int k = 0; k < kBatch; ++k)
       if (live(j0 + k)) {
-        wa[k] = *reinterpret_cast<const u32*>(rows + k * kRowStep * kStride + oa);
-        wb[k] = *reinterpret_cast<const u32*>(rows + k * kRowStep * kStride + ob);
+        wa[k] = *unit(rows, j0, k, oa);
+        wb[k] = *unit(rows, j0, k, ob);
       }
 #pragma unroll
     for (int k = 0; k < kBatch; ++k)
@@ -234,8 +253,8 @@ __device__ __forceinline__ void rotate_rows_fixed_unit(Element* tile, PosOf&& po
 #pragma unroll
     for (int k = 0; k < kBatch; ++k)
       if (live(j0 + k)) {
-        *reinterpret_cast<u32*>(rows + k * kRowStep * kStride + oa) = wa[k];
-        *reinterpret_cast<u32*>(rows + k * kRowStep * kStride + ob) = wb[k];
+        *unit(rows, j0, k, oa) = wa[k];
+        *unit(rows, j0, k, ob) = wb[k];
       }
   }
 }
