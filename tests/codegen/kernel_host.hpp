@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -86,6 +87,12 @@ struct BlockSync {
   // Tensor copies issued and not yet landed, with their mbarriers (kernel_host_hopper.hpp's
   // late landing), under `m`. Each on the heap: its address names its issue to ThreadSanitizer.
   std::vector<std::pair<unsigned, std::unique_ptr<std::function<void()>>>> copies_in_flight;
+  // Per mbarrier (by address), under `m`: the phases completed since its init, and one byte per
+  // phase that names it to ThreadSanitizer (kernel_host_hopper.hpp's phase_key; by parity alone,
+  // a producer two phases ahead of a lagging reader, as a stage refilled without waiting for its
+  // release lets it run, would order the reader after the refill).
+  std::map<unsigned, unsigned long long> phases_done;
+  std::map<std::pair<unsigned, unsigned long long>, std::unique_ptr<char>> phase_keys;
   std::unique_ptr<std::barrier<>> bar[16];
   std::barrier<>& get(int id, int count) {
     std::lock_guard<std::mutex> lock(m);

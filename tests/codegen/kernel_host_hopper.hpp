@@ -148,22 +148,26 @@ inline unsigned long long& mbar_word(u32 bar) {
   if (bar % 8 != 0) attnfuse_host_cuda::emulation_fault("a misaligned mbarrier");
   return *reinterpret_cast<unsigned long long*>(attnfuse_host_cuda::smem_base + bar);
 }
-// What ThreadSanitizer's orderings name one phase parity of an mbarrier by (kernel_host.hpp's
-// order_release): an address inside its word, one per parity.
-inline const void* phase_key(u32 bar, u32 parity) { return attnfuse_host_cuda::smem_base + bar + parity; }
+// What ThreadSanitizer's orderings name phase n of an mbarrier by (n counted from its init;
+// kernel_host.hpp's order_release): a byte of the block's own. Called under the block's lock.
+inline const void* phase_key(u32 bar, unsigned long long n) {
+  auto& key = attnfuse_host_cuda::block_sync->phase_keys[{bar, n}];
+  if (!key) key = std::make_unique<char>();
+  return key.get();
+}
 // Applies `arrivals` arrivals and `bytes` more owed (negative: bytes delivered), completing the
 // phase when nothing is pending or owed; the block's mbarrier waiters then look again. The phase
-// cannot complete without this update, so the one read first is the one it counts towards: that
-// phase is released (for TSan) before the update can complete it.
+// cannot complete without this update, so the one current at first is the one it counts
+// towards: that phase is released (for TSan) before the update can complete it.
 inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
-  u32 phase;
+  const void* key;
   {
     attnfuse_host_cuda::Internal internal;
     std::lock_guard<std::mutex> lock(sync.m);
-    phase = Mbar::decode(mbar_word(bar)).phase;
+    key = phase_key(bar, sync.phases_done[bar]);
   }
-  attnfuse_host_cuda::order_release(phase_key(bar, phase));
+  attnfuse_host_cuda::order_release(key);
   {
     attnfuse_host_cuda::Internal internal;
     std::lock_guard<std::mutex> lock(sync.m);
@@ -175,6 +179,7 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
     if (m.pending == 0 && m.tx == 0) {
       m.phase ^= 1u;
       m.pending = m.count;
+      ++sync.phases_done[bar];
     }
     mbar_word(bar) = m.encode();
   }
@@ -230,6 +235,7 @@ inline void mbar_init(u32 bar, int count) {
   attnfuse_host_cuda::Internal internal;  // (the kernels publish the init with a block barrier)
   std::lock_guard<std::mutex> lock(attnfuse_host_cuda::block_sync->m);
   host_detail::mbar_word(bar) = host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode();
+  attnfuse_host_cuda::block_sync->phases_done[bar] = 0;
 }
 inline void mbar_init_fence() {}
 inline void mbar_expect_tx(u32 bar, u32 bytes) {
@@ -248,15 +254,18 @@ inline void mbar_wait(u32 bar, u32 parity) {
   host_detail::land_copies(bar);
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
   bool done;
+  const void* key = nullptr;
   {
     attnfuse_host_cuda::Internal internal;
     std::unique_lock<std::mutex> lock(sync.m);
     done = sync.mbar_changed.wait_for(lock, std::chrono::seconds(60), [&] {
       return host_detail::Mbar::decode(host_detail::mbar_word(bar)).phase != parity;
     });
+    // The phase the wait saw complete: the last one, of parity `parity` (the current one has the other).
+    if (done) key = host_detail::phase_key(bar, sync.phases_done[bar] - 1);
   }
   if (!done) attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
-  attnfuse_host_cuda::order_acquire(host_detail::phase_key(bar, parity));
+  attnfuse_host_cuda::order_acquire(key);
 }
 
 namespace host_detail {
