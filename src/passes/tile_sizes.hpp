@@ -18,10 +18,13 @@ inline constexpr int kCudaSmemLimit = 227 * 1024;
 // tile pass's checks and the launch (codegen::cuda::shared_memory_bytes).
 // The wgmma form stores tiles unpadded (swizzled) plus 1 KB of slack to align them and 64 B
 // for its TMA barriers; its rope_window (prerotated) stages the 4-byte window limits alone.
+// The mma.sync and decode tiles' staged RoPE tables: 12 bytes a pair (rope.cuh RopeTableBytes).
+constexpr int cuda_rope_table_bytes(int head_dim) { return (head_dim / 2) * 12; }
 constexpr int cuda_smem_bytes(const TileConfig& t, int head_dim, bool rope_tables = false) {
   if (t.wgmma)
     return (t.block_q + 2 * t.stages * t.block_k) * head_dim * 2 + 1024 + 64 + (rope_tables ? (head_dim / 2) * 4 : 0);
-  return (t.block_q + 2 * t.stages * t.block_k) * (head_dim + 8) * 2 + (rope_tables ? (head_dim / 2) * 12 : 0);
+  return (t.block_q + 2 * t.stages * t.block_k) * (head_dim + 8) * 2 +
+         (rope_tables ? cuda_rope_table_bytes(head_dim) : 0);
 }
 
 // head_dim == 0 means "decided at run time" (CPU only: the CPU kernel takes D as an argument).

@@ -87,8 +87,8 @@ struct BlockSync {
   // Tensor copies issued and not yet landed, with their mbarriers (kernel_host_hopper.hpp's
   // late landing), under `m`. Each on the heap: its address names its issue to ThreadSanitizer.
   std::vector<std::pair<unsigned, std::unique_ptr<std::function<void()>>>> copies_in_flight;
-  // Per mbarrier (by address), under `m`: the phases completed since its init, and one byte per
-  // phase that names it to ThreadSanitizer (kernel_host_hopper.hpp's phase_key; by parity alone,
+  // Per mbarrier (by address), under `m`, kept only under ThreadSanitizer: the phases completed
+  // since its init, and one byte per phase that names it to TSan (kernel_host_hopper.hpp's phase_key; by parity alone,
   // a producer two phases ahead of a lagging reader, as a stage refilled without waiting for its
   // release lets it run, would order the reader after the refill).
   std::map<unsigned, unsigned long long> phases_done;
@@ -109,6 +109,11 @@ struct BlockSync {
 // synchronisation and its memory accesses there), and an mbarrier orders exactly what the GPU's
 // does: an arrival or a copy's bytes on a phase release that phase (order_release), and a wait
 // that sees the phase complete acquires it (order_acquire). Without TSan all of it is empty.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
 struct Internal {
 #if defined(__SANITIZE_THREAD__)
   Internal() {

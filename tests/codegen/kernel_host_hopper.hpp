@@ -78,9 +78,8 @@ float smem_element(u32 addr) {
 // then each computes its own accumulators from the staged copy. Under ThreadSanitizer the
 // warpgroup's first thread reads every operand element (kOneReader): TSan remembers only four
 // accesses per 8 bytes, and with each element read by many threads of both warpgroups a racing
-// write is soon pushed out of that record (a loader refilling a stage it was not given back was
-// caught in one run of two with all 128 threads reading, and in none with the reads spread over
-// them). Otherwise the 128 threads share the staging.
+// write could be pushed out of that record before a read is checked against it. Otherwise the
+// 128 threads share the staging.
 template <class E, int N>
 void wgmma(float (&d)[N / 8][4], const u32* a_regs, u64 desc_a, u64 desc_b, bool b_mn_major, int accumulate) {
   static_assert(N <= 256, "wgmma's N is at most 256");
@@ -90,11 +89,7 @@ void wgmma(float (&d)[N / 8][4], const u32* a_regs, u64 desc_a, u64 desc_b, bool
   grp.bar.arrive_and_wait();
   if (a_regs == nullptr) check_desc(desc_a);
   check_desc(desc_b);
-#if defined(__SANITIZE_THREAD__)
-  constexpr bool kOneReader = true;
-#else
-  constexpr bool kOneReader = false;
-#endif
+  constexpr bool kOneReader = attnfuse_host_cuda::kThreadSanitizer;
   const int first = kOneReader ? (tid == 0 ? 0 : 64 * N) : tid, step = kOneReader ? 1 : 128;
   for (int i = first; i < 64 * 16; i += step) {
     const int m = i / 16, k = i % 16;
@@ -158,16 +153,19 @@ inline const void* phase_key(u32 bar, unsigned long long n) {
 // Applies `arrivals` arrivals and `bytes` more owed (negative: bytes delivered), completing the
 // phase when nothing is pending or owed; the block's mbarrier waiters then look again. The phase
 // cannot complete without this update, so the one current at first is the one it counts
-// towards: that phase is released (for TSan) before the update can complete it.
+// towards: under TSan that phase is released before the update can complete it (a lock of its
+// own, which other builds do not take).
 inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
-  const void* key;
-  {
-    attnfuse_host_cuda::Internal internal;
-    std::lock_guard<std::mutex> lock(sync.m);
-    key = phase_key(bar, sync.phases_done[bar]);
+  if constexpr (attnfuse_host_cuda::kThreadSanitizer) {
+    const void* key;
+    {
+      attnfuse_host_cuda::Internal internal;
+      std::lock_guard<std::mutex> lock(sync.m);
+      key = phase_key(bar, sync.phases_done[bar]);
+    }
+    attnfuse_host_cuda::order_release(key);
   }
-  attnfuse_host_cuda::order_release(key);
   {
     attnfuse_host_cuda::Internal internal;
     std::lock_guard<std::mutex> lock(sync.m);
@@ -179,7 +177,7 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
     if (m.pending == 0 && m.tx == 0) {
       m.phase ^= 1u;
       m.pending = m.count;
-      ++sync.phases_done[bar];
+      if constexpr (attnfuse_host_cuda::kThreadSanitizer) ++sync.phases_done[bar];
     }
     mbar_word(bar) = m.encode();
   }
@@ -235,7 +233,7 @@ inline void mbar_init(u32 bar, int count) {
   attnfuse_host_cuda::Internal internal;  // (the kernels publish the init with a block barrier)
   std::lock_guard<std::mutex> lock(attnfuse_host_cuda::block_sync->m);
   host_detail::mbar_word(bar) = host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode();
-  attnfuse_host_cuda::block_sync->phases_done[bar] = 0;
+  if constexpr (attnfuse_host_cuda::kThreadSanitizer) attnfuse_host_cuda::block_sync->phases_done[bar] = 0;
 }
 inline void mbar_init_fence() {}
 inline void mbar_expect_tx(u32 bar, u32 bytes) {
@@ -261,8 +259,10 @@ inline void mbar_wait(u32 bar, u32 parity) {
     done = sync.mbar_changed.wait_for(lock, std::chrono::seconds(60), [&] {
       return host_detail::Mbar::decode(host_detail::mbar_word(bar)).phase != parity;
     });
-    // The phase the wait saw complete: the last one, of parity `parity` (the current one has the other).
-    if (done) key = host_detail::phase_key(bar, sync.phases_done[bar] - 1);
+    // (TSan) The phase the wait saw complete: the last one, of parity `parity` (the current one
+    // has the other).
+    if (attnfuse_host_cuda::kThreadSanitizer && done)
+      key = host_detail::phase_key(bar, sync.phases_done[bar] - 1);
   }
   if (!done) attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
   attnfuse_host_cuda::order_acquire(key);

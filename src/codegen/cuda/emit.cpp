@@ -61,11 +61,11 @@ int shared_memory_bytes(const KernelSpec& spec) {
   const bool tables = rotates_in_kernel(spec) || spec.score == ScoreKind::RopeWindow;
   if (spec.tile.tma_kv && !spec.tile.wgmma) {
     // Decode tiles by TMA: padded Q, swizzled K/V stages from a 1024-byte boundary (1 KB of
-    // slack), then one mbarrier per stage (kv_copy.cuh), fused RoPE's tables (12 bytes a pair:
-    // rope.cuh RopeTableBytes) and the staged page ids.
+    // slack), then one mbarrier per stage (kv_copy.cuh), fused RoPE's tables and the staged
+    // page ids.
     const TileConfig& t = spec.tile;
     return (t.block_q * (spec.head_dim + 8) + 2 * t.stages * t.block_k * spec.head_dim) * 2 + 1024 + 64 +
-           (tables ? spec.head_dim / 2 * 12 : 0) + page_list_slots(spec) * 4;
+           (tables ? passes::cuda_rope_table_bytes(spec.head_dim) : 0) + page_list_slots(spec) * 4;
   }
   return passes::cuda_smem_bytes(spec.tile, spec.head_dim, tables) + page_list_slots(spec) * 4;
 }
