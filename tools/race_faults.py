@@ -20,15 +20,17 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 K = "src/codegen/cuda/kernels/"
+# (block_merge.cuh's key-warp merge: the line each warp stages its accumulator rows with)
+ORO = ("        for (int d = 0; d < kDT; ++d) orow[d * 4 + t] = "
+       "make_float2(acc_o[a][d][2 * hf], acc_o[a][d][2 * hf + 1]);\n")
 
 # name, header, exact text (must occur once), replacement, gtest filter
 FAULTS = [
     ("mma_rotated_k_unpublished", K + "attention_fwd.cuh",
-     "      __syncthreads();  // the rotated K tile is visible to every warp\n", "",
-     "AttentionKernelOnHost.FusedRope*:AttentionKernelOnHost.BothRope*"),
-    ("mma_rope_tables_unpublished", K + "attention_fwd.cuh",
-     "      __syncthreads();  // the pair plan below reads the staged limits\n", "",
-     "AttentionKernelOnHost.ModifiersAndRopeWindowPerCell:AttentionKernelOnHost.FusedRope*"),
+     "      if (produced) KV::compute_sync();  // the rotated K tile is visible to every computing warp\n"
+     "      else __syncthreads();\n", "",
+     "AttentionKernelOnHost.FusedRope*:AttentionKernelOnHost.BothRope*:"
+     "HopperKernelOnHost.TmaDecodeRotatesEachLandedStage"),
     ("mma_key_warp_merge_over_live_stages", K + "attention_fwd.cuh",
      "      __syncthreads();  // every warp is done with the K/V stages the merge reuses\n", "",
      "AttentionKernelOnHost.DecodeTile*:AttentionKernelOnHost.SplitDecode*"),
@@ -36,6 +38,18 @@ FAULTS = [
      "    if (!produced) __syncthreads();  // tile nb is in smem",
      "    if (!produced && rel == 0) __syncthreads();  // tile nb is in smem",
      "AttentionKernelOnHost.PrefillTiles*:AttentionKernelOnHost.StagesHold*"),
+    ("mma_rope_tables_unpublished", K + "attention_fwd.cuh",
+     "      if constexpr (kProducer) KV::compute_sync();\n      else __syncthreads();\n"
+     "    } else if constexpr (kPairWindow) {",
+     "    } else if constexpr (kPairWindow) {",
+     "AttentionKernelOnHost.ModifiersAndRopeWindowPerCell:AttentionKernelOnHost.FusedRope*:"
+     "HopperKernelOnHost.TmaDecodeRotatesEachLandedStage"),
+    ("decode_producer_zeroed_rows_unpublished", K + "attention_fwd.cuh",
+     "      if (rel == 0 || zeroed) KV::compute_sync();", "      if (rel == 0) KV::compute_sync();",
+     "HopperKernelOnHost.TmaPagedDecode:HopperKernelOnHost.TmaDecodeRotatesEachLandedStage"),
+    ("key_warp_states_unpublished", K + "block_merge.cuh",
+     ORO + "      }\n    __syncthreads();\n", ORO + "      }\n",
+     "AttentionKernelOnHost.DecodeTile*:HopperKernelOnHost.TmaDecodeTiles"),
     ("split_merge_scratch_over_live_rows", K + "block_merge.cuh",
      "    __syncthreads();  // every warp's partial rows are written, and the stages the scratch reuses are free\n",
      "", "AttentionKernelOnHost.SplitDecode*:AttentionKernelOnHost.BlockSparse*"),
@@ -81,14 +95,17 @@ def main():
     build = ROOT / a.build
     logs = pathlib.Path(a.logs)
     logs.mkdir(parents=True, exist_ok=True)
-    for name, header, old, new, flt in FAULTS:
-        if a.only and name not in a.only:
-            continue
+    chosen = [f for f in FAULTS if not a.only or f[0] in a.only]
+    # Every fault's text is checked before any runs: a header edited since the table was written
+    # stops the whole run at once instead of after the faults before it.
+    stale = [f"{name}: the text to change occurs {(ROOT / header).read_text().count(old)} times in {header}"
+             for name, header, old, _, _ in chosen if (ROOT / header).read_text().count(old) != 1]
+    if stale:
+        print("fault list out of date:\n  " + "\n  ".join(stale))
+        return 1
+    for name, header, old, new, flt in chosen:
         path = ROOT / header
         text = path.read_text()
-        if text.count(old) != 1:
-            print(f"{name}: the text to change occurs {text.count(old)} times in {header}; fault list out of date")
-            return 1
         try:
             path.write_text(text.replace(old, new))
             b = subprocess.run(["cmake", "--build", str(build), "--target", "test_kernel_races"], cwd=ROOT,

@@ -62,49 +62,12 @@ struct Dim3 {
 inline thread_local attnfuse_host_cuda::Dim3 threadIdx, blockIdx;
 inline attnfuse_host_cuda::Dim3 blockDim, gridDim;
 namespace attnfuse_host_cuda {
-// One warp of a block run by launch_on_host: its 32 lanes meet at `bar`, and exchange values
-// through `slot` for the shuffles.
-struct Warp {
-  std::barrier<> bar{32};
-  unsigned slot[32] = {};
-  unsigned frag[32][6] = {};  // mma.sync operands, one row per lane
-};
-// One warpgroup (4 warps) of a block run by launch_on_host: wgmma's 128 threads meet at `bar`,
-// each posting where its A registers are, and stage the product's operands in `a_val` and
-// `b_val` (kernel_host_hopper.hpp).
-struct WarpGroup {
-  std::barrier<> bar{128};
-  const unsigned* a[128] = {};
-  float a_val[64][16] = {};
-  float b_val[16][256] = {};
-};
-// The block's named barriers (bar.sync id, count; id 0 is the block barrier), each made by the
-// first thread to reach it with the count it names; and the condition its mbarrier waiters sleep
-// on (kernel_host_hopper.hpp), signalled by every mbarrier update under `m`.
-struct BlockSync {
-  std::mutex m;
-  std::condition_variable mbar_changed;
-  // Tensor copies issued and not yet landed, with their mbarriers (kernel_host_hopper.hpp's
-  // late landing), under `m`. Each on the heap: its address names its issue to ThreadSanitizer.
-  std::vector<std::pair<unsigned, std::unique_ptr<std::function<void()>>>> copies_in_flight;
-  // Per mbarrier (by address), under `m`, kept only under ThreadSanitizer: the phases completed
-  // since its init, and one byte per phase that names it to TSan (kernel_host_hopper.hpp's phase_key; by parity alone,
-  // a producer two phases ahead of a lagging reader, as a stage refilled without waiting for its
-  // release lets it run, would order the reader after the refill).
-  std::map<unsigned, unsigned long long> phases_done;
-  std::map<std::pair<unsigned, unsigned long long>, std::unique_ptr<char>> phase_keys;
-  std::unique_ptr<std::barrier<>> bar[16];
-  std::barrier<>& get(int id, int count) {
-    std::lock_guard<std::mutex> lock(m);
-    if (!bar[id]) bar[id] = std::make_unique<std::barrier<>>(count);
-    return *bar[id];
-  }
-};
-// ThreadSanitizer (test_kernel_races, tests/CMakeLists.txt) takes every mutex, std::barrier and
-// thread start as an ordering. The block barriers and warp meetings are the GPU's own orderings,
-// but the block's lock (BlockSync::m, which every mbarrier operation takes) is only the
-// emulator's: counted, it would order every mbarrier operation after every earlier one in the
-// block, whatever barrier they name, and hide a stage refilled without waiting for its release.
+// ThreadSanitizer (test_kernel_races, tests/CMakeLists.txt) takes every mutex, atomic and thread
+// start as an ordering. The block barriers and warp meetings are the GPU's own orderings (Meeting,
+// below, states them), but the block's lock (BlockSync::m, which every mbarrier operation takes)
+// is only the emulator's: counted, it would order every mbarrier operation after every earlier
+// one in the block, whatever barrier they name, and hide a stage refilled without waiting for its
+// release.
 // So the emulator's own bookkeeping runs inside an Internal scope (TSan ignores its
 // synchronisation and its memory accesses there), and an mbarrier orders exactly what the GPU's
 // does: an arrival or a copy's bytes on a phase release that phase (order_release), and a wait
@@ -140,6 +103,82 @@ inline void order_acquire(const void* key) { __tsan_acquire(const_cast<void*>(ke
 inline void order_release(const void*) {}
 inline void order_acquire(const void*) {}
 #endif
+
+// A barrier of the emulated block: a warp's meeting (its collectives), a warpgroup's (wgmma), the
+// block barrier or a named one. Under TSan its ordering is stated, not inherited: libstdc++'s
+// std::barrier parks its waiters in a process-wide table of waiter slots hashed by address, and
+// TSan takes the slots' shared atomics as orderings between any two threads whose barriers share
+// a slot (a warpgroup's meeting ordered the other warpgroup after it, and a missing block barrier
+// went unreported). So the barrier itself runs inside an Internal scope, and each episode orders
+// exactly its participants: every one releases the episode's key before it arrives and acquires
+// it after the episode completes. The keys alternate by episode parity, each participant counting
+// its own episodes: a participant one episode ahead releases the other key, so a lagging one
+// acquires nothing of the next episode's work, and none can be two ahead.
+struct Meeting {
+  explicit Meeting(std::ptrdiff_t count) : bar(count) {}
+  std::barrier<> bar;
+  char keys[2] = {};  // (TSan) what the episodes of each parity are ordered by
+};
+inline void meet(Meeting& m) {
+  if constexpr (kThreadSanitizer) {
+    thread_local std::map<const Meeting*, unsigned> episodes;  // this thread's, per barrier
+    const char* key = &m.keys[episodes[&m]++ % 2];
+    order_release(key);
+    {
+      Internal internal;
+      m.bar.arrive_and_wait();
+    }
+    order_acquire(key);
+  } else {
+    m.bar.arrive_and_wait();
+  }
+}
+// An exiting thread no longer counts at the barrier (PTX exit). It orders nothing: a thread that
+// exits takes part in no later episode.
+inline void leave(Meeting& m) {
+  Internal internal;
+  m.bar.arrive_and_drop();
+}
+// One warp of a block run by launch_on_host: its 32 lanes meet at `bar`, and exchange values
+// through `slot` for the shuffles.
+struct Warp {
+  Meeting bar{32};
+  unsigned slot[32] = {};
+  unsigned frag[32][6] = {};  // mma.sync operands, one row per lane
+};
+// One warpgroup (4 warps) of a block run by launch_on_host: wgmma's 128 threads meet at `bar`,
+// each posting where its A registers are, and stage the product's operands in `a_val` and
+// `b_val` (kernel_host_hopper.hpp).
+struct WarpGroup {
+  Meeting bar{128};
+  const unsigned* a[128] = {};
+  float a_val[64][16] = {};
+  float b_val[16][256] = {};
+};
+// The block's named barriers (bar.sync id, count; id 0 is the block barrier), each made by the
+// first thread to reach it with the count it names; and the condition its mbarrier waiters sleep
+// on (kernel_host_hopper.hpp), signalled by every mbarrier update under `m`.
+struct BlockSync {
+  std::mutex m;
+  std::condition_variable mbar_changed;
+  // Tensor copies issued and not yet landed, with their mbarriers (kernel_host_hopper.hpp's
+  // late landing), under `m`. Each on the heap: its address names its issue to ThreadSanitizer.
+  std::vector<std::pair<unsigned, std::unique_ptr<std::function<void()>>>> copies_in_flight;
+  // Per mbarrier (by address), under `m`, kept only under ThreadSanitizer: the phases completed
+  // since its init, and one byte per phase that names it to TSan (kernel_host_hopper.hpp's
+  // phase_key; by parity alone, a producer two phases ahead of a lagging reader, as a stage
+  // refilled without waiting for its release lets it run, would order the reader after the
+  // refill).
+  std::map<unsigned, unsigned long long> phases_done;
+  std::map<std::pair<unsigned, unsigned long long>, std::unique_ptr<char>> phase_keys;
+  std::unique_ptr<Meeting> bar[16];
+  Meeting& get(int id, int count) {
+    Internal internal;  // the emulator's lock, not an ordering of the kernel's
+    std::lock_guard<std::mutex> lock(m);
+    if (!bar[id]) bar[id] = std::make_unique<Meeting>(count);
+    return *bar[id];
+  }
+};
 
 // Asynchronous operations a thread has issued and not yet waited for, in commit groups
 // (cp.async and wgmma): each runs at the wait that covers its group, the latest moment the PTX
@@ -186,7 +225,7 @@ inline Lag lag;
 // set by a launch that gives the kernel dynamic shared memory; null elsewhere, where
 // __cvta_generic_to_shared is the pointer itself.
 inline char* smem_base = nullptr;
-inline thread_local std::barrier<>* block_barrier = nullptr;
+inline thread_local Meeting* block_barrier = nullptr;
 inline thread_local Warp* warp = nullptr;
 inline thread_local WarpGroup* warpgroup = nullptr;
 inline thread_local BlockSync* block_sync = nullptr;
@@ -250,13 +289,13 @@ inline unsigned lane_exchange(unsigned v, int from) {
   Warp& w = *warp;
   const unsigned lane = threadIdx.x % 32;
   w.slot[lane] = v;
-  w.bar.arrive_and_wait();
+  meet(w.bar);
   const unsigned r = w.slot[from & 31];
-  w.bar.arrive_and_wait();
+  meet(w.bar);
   return r;
 }
 }  // namespace attnfuse_host_cuda
-inline void __syncwarp(unsigned = 0xffffffffu) { attnfuse_host_cuda::warp->bar.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { attnfuse_host_cuda::meet(attnfuse_host_cuda::warp->bar); }
 inline unsigned __shfl_xor_sync(unsigned, unsigned v, int o) {
   return attnfuse_host_cuda::lane_exchange(v, static_cast<int>(threadIdx.x % 32) ^ o);
 }
@@ -267,10 +306,10 @@ inline int __shfl_sync(unsigned, int v, int from) {
 inline unsigned __ballot_sync(unsigned, bool pred) {
   attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   w.slot[threadIdx.x % 32] = pred ? 1u : 0u;
-  w.bar.arrive_and_wait();
+  meet(w.bar);
   unsigned bits = 0;
   for (int o = 0; o < 32; ++o) bits |= (w.slot[o] & 1u) << o;
-  w.bar.arrive_and_wait();
+  meet(w.bar);
   return bits;
 }
 inline bool __any_sync(unsigned m, bool pred) { return __ballot_sync(m, pred) != 0; }
@@ -288,7 +327,7 @@ inline void lag_if_lagging() {
 }
 }  // namespace attnfuse_host_cuda
 inline void __syncthreads() {
-  attnfuse_host_cuda::block_barrier->arrive_and_wait();
+  attnfuse_host_cuda::meet(*attnfuse_host_cuda::block_barrier);
   attnfuse_host_cuda::lag_if_lagging();
 }
 
@@ -308,7 +347,7 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         if (poison_bytes > 0) std::memset(smem, 0xff, poison_bytes);
-        std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
+        Meeting bar(static_cast<std::ptrdiff_t>(threads));
         std::vector<Warp> warps((threads + 31) / 32);  // (collectives need whole warps)
         std::vector<WarpGroup> groups((threads + 127) / 128);
         BlockSync sync;
@@ -330,7 +369,7 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
             if (!wgmma_ops.idle()) emulation_fault("a thread exits with warpgroup MMAs not waited for");
             // An exited thread no longer counts at the block barrier (PTX exit): the producer
             // warps leave early, and the computing warps' __syncthreads() go on without them.
-            bar.arrive_and_drop();
+            leave(bar);
           });
         for (std::thread& th : pool) th.join();
       }
@@ -381,7 +420,7 @@ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   for (int i = 0; i < 4; ++i) w.frag[lane][i] = a[i];
   w.frag[lane][4] = b0;
   w.frag[lane][5] = b1;
-  w.bar.arrive_and_wait();
+  meet(w.bar);
   const auto A = [&](int r, int k) {  // a[0]: rows 0-7, k 0-7; a[1]: rows 8-15; a[2], a[3]: k 8-15
     return half_of<E>(w.frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
   };
@@ -393,7 +432,7 @@ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
     for (int k = 0; k < 16; ++k) acc += A(r, k) * B(k, n);
     d[i] = acc;
   }
-  w.bar.arrive_and_wait();
+  meet(w.bar);
 }
 inline const char* smem_at(u32 addr) { return attnfuse_host_cuda::smem_base + addr; }
 }  // namespace host_detail
@@ -413,22 +452,22 @@ inline void ldmatrix_x4(u32 (&r)[4], u32 addr) {
   attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   const unsigned lane = threadIdx.x % 32;
   w.slot[lane] = addr;
-  w.bar.arrive_and_wait();
+  meet(w.bar);
   for (int m = 0; m < 4; ++m) std::memcpy(&r[m], host_detail::smem_at(w.slot[m * 8 + lane / 4] + (lane % 4) * 4), 4);
-  w.bar.arrive_and_wait();
+  meet(w.bar);
 }
 inline void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
   attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   const unsigned lane = threadIdx.x % 32;
   w.slot[lane] = addr;
-  w.bar.arrive_and_wait();
+  meet(w.bar);
   for (int m = 0; m < 4; ++m) {
     u16 lo, hi;
     std::memcpy(&lo, host_detail::smem_at(w.slot[m * 8 + 2 * (lane % 4)] + (lane / 4) * 2), 2);
     std::memcpy(&hi, host_detail::smem_at(w.slot[m * 8 + 2 * (lane % 4) + 1] + (lane / 4) * 2), 2);
     r[m] = lo | (u32{hi} << 16);
   }
-  w.bar.arrive_and_wait();
+  meet(w.bar);
 }
 // cp.async lands at the wait that covers its group (attnfuse_host_cuda::Deferred), or at issue
 // (cp_async_lands_early).
@@ -455,7 +494,7 @@ inline int atomic_inc_acq_rel(int* count) { return (*count)++; }
 template <int kId, int kCount>
 inline void named_barrier_sync() {
   static_assert(kId > 0, "barrier 0 is the block's: block_barrier_sync");
-  attnfuse_host_cuda::block_sync->get(kId, kCount).arrive_and_wait();
+  attnfuse_host_cuda::meet(attnfuse_host_cuda::block_sync->get(kId, kCount));
 }
 inline void block_barrier_sync() { __syncthreads(); }
 }  // namespace attnfuse_kernels

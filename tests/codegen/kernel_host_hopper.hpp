@@ -86,7 +86,7 @@ void wgmma(float (&d)[N / 8][4], const u32* a_regs, u64 desc_a, u64 desc_b, bool
   attnfuse_host_cuda::WarpGroup& grp = *attnfuse_host_cuda::warpgroup;
   const int tid = static_cast<int>(threadIdx.x % 128), warp = tid / 32, lane = tid % 32;
   grp.a[tid] = a_regs;
-  grp.bar.arrive_and_wait();
+  attnfuse_host_cuda::meet(grp.bar);
   if (a_regs == nullptr) check_desc(desc_a);
   check_desc(desc_b);
   constexpr bool kOneReader = attnfuse_host_cuda::kThreadSanitizer;
@@ -108,7 +108,7 @@ void wgmma(float (&d)[N / 8][4], const u32* a_regs, u64 desc_a, u64 desc_b, bool
   // Past this meeting no thread reads an operand, so the next wgmma's staging (behind its own
   // first meeting, which every thread reaches only after computing this one) cannot overwrite
   // them early; the warpgroup's A registers may be reused at once.
-  grp.bar.arrive_and_wait();
+  attnfuse_host_cuda::meet(grp.bar);
   attnfuse_host_cuda::Internal internal;  // the staged copy: the emulator's own reads
   for (int n8 = 0; n8 < N / 8; ++n8)
     for (int c = 0; c < 2; ++c) {
