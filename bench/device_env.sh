@@ -92,6 +92,15 @@ peer_sweep() {  # name, suite, limit
   say "rc=$?"
   grep -E 'attnfuse|cudnn|flex|flash|done in|graph' "$W/$1.log" | cut -c1-150 >> "$D"
 }
+# bench/gpu_rope.py --suite window to MAX_N (default 128k) within LIMIT seconds: rope_window on and
+# off against its 2/(1+s) ceiling, into $W/rope_window.{json,log}; says gpu_rope.py's exit status
+# and puts the log's last rows in the digest.
+window_sweep() {  # limit [max_n]
+  timeout "$1" python3 bench/gpu_rope.py --lib .devcarry/lib/libattnfuse_c.so --cli .devcarry/attnfuse \
+    --suite window --max-n "${2:-131072}" --out "$W/rope_window.json" 2>&1 | grep -v Warning > "$W/rope_window.log"
+  say "rc=${PIPESTATUS[0]}"
+  grep -vE '^\s*$' "$W/rope_window.log" | tail -30 | cut -c1-160 >> "$D"
+}
 # bench/run_gpu_decode_ab.sh (every decode cell, two rounds) on VARIANTS ("name=DIR[+VAR=VALUE]")
 # within LIMIT seconds: its logs in $W/ab, its summary in $W/decode_ab_summary.txt and the digest;
 # AB=NAME keeps a script's several A/Bs apart ($W/ab_NAME, $W/decode_ab_NAME.txt).

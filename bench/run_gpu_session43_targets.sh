@@ -15,9 +15,6 @@ say "== 1. gpu_decode.py --suite all"
 peer_sweep all all "$(left 330)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== 2. gpu_rope.py --suite window (to 128k)"
-timeout "$(left 230)" python3 bench/gpu_rope.py --lib .devcarry/lib/libattnfuse_c.so --cli .devcarry/attnfuse \
-  --suite window --max-n 131072 --out "$W/rope_window.json" 2>&1 | grep -v Warning > "$W/rope_window.log"
-say "rc=$?"
-grep -vE '^\s*$' "$W/rope_window.log" | tail -30 | cut -c1-160 >> "$D"
+window_sweep "$(left 230)"
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "done in ${SECONDS}s"
