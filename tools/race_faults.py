@@ -103,8 +103,8 @@ def main():
     chosen = [f for f in FAULTS if not a.only or f[0] in a.only]
     # Every fault's text is checked before any runs: a header edited since the table was written
     # stops the whole run at once instead of after the faults before it.
-    stale = [f"{name}: the text to change occurs {(ROOT / header).read_text().count(old)} times in {header}"
-             for name, header, old, _, _ in chosen if (ROOT / header).read_text().count(old) != 1]
+    counts = [(name, header, (ROOT / header).read_text().count(old)) for name, header, old, _, _ in chosen]
+    stale = [f"{name}: the text to change occurs {n} times in {header}" for name, header, n in counts if n != 1]
     if stale:
         print("fault list out of date:\n  " + "\n  ".join(stale))
         return 1
