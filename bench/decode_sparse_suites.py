@@ -211,12 +211,15 @@ def run_varlen_decode(ours, args, seqs=32, Hq=32, Hkv=8, D=128):
     """Varlen decode: `seqs` sequences of one query each, packed with their caches of random
     lengths (1k-32k keys) as documents (cu_seqlens_q = 0, 1, .., cu_seqlens_k = the caches'
     offsets); TB/s of K and V read. Against FA2 varlen with the same offsets."""
-    name = f"varlen decode llama3-8b B{seqs}"
+    uniform = getattr(args, "varlen_lengths", "random") == "uniform"
+    name = f"varlen decode llama3-8b B{seqs}" + (" uniform" if uniform else "")
     if args.filter not in name:
         return
     t0 = time.time()
     rng = random.Random(11)
     lens = [rng.randrange(1024, 32769) for _ in range(seqs)]
+    if uniform:  # the same keys in all, spread evenly: the split choice sees the same mean either way
+        lens = [sum(lens) // seqs] * seqs
     N = sum(lens)
     say(f"== varlen decode: {DOCUMENTS_PROGRAM}, bf16, Hq{Hq} Hkv{Hkv} D{D}, {seqs} sequences of one query, "
         f"caches of {min(lens)}-{max(lens)} keys ({N} in all) packed as documents; TB/s of K and V read")

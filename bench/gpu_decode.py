@@ -35,7 +35,8 @@ Suites (--suite, default all):
              cu_seqlens as device int32, against flex with a
              document mask_mod and FlashAttention-2 varlen through PyTorch (skipped if absent);
              then varlen decode: 32 sequences of one query each with caches of 1k-32k keys packed
-             as documents (Llama-3-8B), TB/s of K/V, against FA2 varlen.
+             as documents (Llama-3-8B), TB/s of K/V, against FA2 varlen (--varlen-lengths
+             uniform: the same keys in 32 equal caches).
 
 Timing (--timing): `graph` (default) captures `inner` back-to-back calls, rotating over enough
 input sets that the working set exceeds the L2, into a CUDA graph and times its replays, so host
@@ -144,6 +145,9 @@ def main():
                     help='decode: these cells instead of the default ones, "B,Hq,Hkv,KV;..." at D 128')
     ap.add_argument("--bigbird-block", type=int, choices=[64, 128], default=None,
                     help="only this block size (default: 128 at 4k and 16k, and 64 at 4k, the paper's 7.7%% point)")
+    ap.add_argument("--varlen-lengths", choices=["random", "uniform"], default="random",
+                    help="documents: the varlen decode caches' lengths, random in 1k-32k (default) or all equal to "
+                         "that draw's mean (row name ending in 'uniform')")
     ap.add_argument("--selfcheck", action="store_true",
                     help="no GPU: ctypes layouts vs the C header, and the new ABI on the CPU device")
     a = ap.parse_args()

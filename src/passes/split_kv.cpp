@@ -9,7 +9,21 @@ namespace attnfuse::passes {
 
 namespace {
 
+int choose_uniform(const SplitShape& s);
+
+// Ragged grids: the uniform model's choice, or more parts until the grid holds kRaggedWaves waves
+// (split_kv.hpp), bounded by kMinTilesPerRaggedPart tiles of the mean length per part and by
+// kMaxRaggedSplits parts.
 int choose(const SplitShape& s) {
+  const int uniform = choose_uniform(s);
+  if (!s.ragged || s.blocks <= 0) return uniform;
+  const int64_t capacity = int64_t{std::max(s.sms, 1)} * std::max(s.blocks_per_sm, 1);
+  const int64_t waves = (kRaggedWaves * capacity + s.blocks - 1) / s.blocks;
+  const int64_t most = std::min<int64_t>(kMaxRaggedSplits, s.key_tiles / kMinTilesPerRaggedPart);
+  return static_cast<int>(std::max<int64_t>(uniform, std::min(waves, most)));
+}
+
+int choose_uniform(const SplitShape& s) {
   const int64_t capacity = int64_t{std::max(s.sms, 1)} * std::max(s.blocks_per_sm, 1);
   if (s.blocks <= 0 || s.key_tiles < 2 * kMinTilesPerSplit) return 1;
   // A grid that already fills 80% of one wave of resident blocks gains little from more blocks.
@@ -31,7 +45,8 @@ int choose(const SplitShape& s) {
 }
 
 bool same(const SplitShape& a, const SplitShape& b) {
-  return a.blocks == b.blocks && a.key_tiles == b.key_tiles && a.sms == b.sms && a.blocks_per_sm == b.blocks_per_sm;
+  return a.blocks == b.blocks && a.key_tiles == b.key_tiles && a.sms == b.sms && a.blocks_per_sm == b.blocks_per_sm &&
+         a.ragged == b.ragged;
 }
 
 }  // namespace
@@ -42,7 +57,7 @@ bool same(const SplitShape& a, const SplitShape& b) {
 // until the cache grows by a tile), so each thread remembers the last four answers.
 int choose_num_splits(const SplitShape& s) {
   struct Entry {
-    SplitShape shape{-1, -1, -1, -1};
+    SplitShape shape{-1, -1, -1, -1, false};
     int splits = 1;
   };
   thread_local std::array<Entry, 4> memo;

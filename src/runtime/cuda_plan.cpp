@@ -127,7 +127,7 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
     return forced > 0 ? forced
                       : passes::choose_num_splits({std::max<int64_t>(slots, 1) * heads * c.B,
                                                    tiles_of(k.spec.tile.block_k), device_info().multiprocessors,
-                                                   blocks_per_sm(k)});
+                                                   blocks_per_sm(k), pl.decode && args.cu_seqlens_k.has_value()});
   };
   int splits = choose(*m);
   // A split narrow decode call may take a deeper tile (passes::cuda_decode_tile): its blocks stream

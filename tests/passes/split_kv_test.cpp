@@ -2,6 +2,7 @@
 // the shapes the decode benchmark runs (H200: 132 SMs, 2 decode blocks per SM).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <thread>
 
@@ -57,6 +58,23 @@ TEST(SplitKv, MatchesBruteForceOfItsModel) {
       }
 }
 
+TEST(SplitKv, RaggedGridsTakeWavesOfParts) {
+  // Varlen decode, 32 sequences x 8 KV heads = 256 blocks of a mean 144 key tiles, one block per
+  // SM: the uniform rule keeps the full grid whole; ragged, 8 waves of 132 -> 5 parts.
+  EXPECT_EQ(choose_num_splits({256, 144, 132, 1}), 1);
+  EXPECT_EQ(choose_num_splits({256, 144, 132, 1, true}), 5);
+  // Parts keep kMinTilesPerRaggedPart tiles of the mean length: 24 tiles -> 3 parts, 10 -> 1.
+  EXPECT_EQ(choose_num_splits({256, 24, 132, 1, true}), 3);
+  EXPECT_EQ(choose_num_splits({256, 10, 132, 1, true}), 1);
+  // Small ragged grids: at most kMaxRaggedSplits from the waves rule, the uniform choice if more.
+  const int uniform = choose_num_splits({16, 512, 132, 2});
+  const int ragged = choose_num_splits({16, 512, 132, 2, true});
+  EXPECT_EQ(ragged, std::max<int64_t>(uniform, kMaxRaggedSplits));
+  EXPECT_EQ(choose_num_splits({4, 4096, 132, 1, true}), choose_num_splits({4, 4096, 132, 1}));
+  // Prefill-sized grids (thousands of blocks) stay whole either way.
+  EXPECT_EQ(choose_num_splits({4096, 128, 132, 1, true}), 1);
+}
+
 TEST(SplitKv, RememberedAnswersMatchFreshOnes) {
   // Six shapes in turn, more than the per-thread memo holds, so entries are evicted and filled
   // again; every answer must be what the first round (and another thread, with its own memo) gave.
@@ -72,6 +90,9 @@ TEST(SplitKv, RememberedAnswersMatchFreshOnes) {
   other.join();
   EXPECT_GT(first[0], 1);
   EXPECT_NE(first[0], first[1]) << "the memo must key on blocks_per_sm too";
+  const SplitShape flat{256, 144, 132, 1}, ragged{256, 144, 132, 1, true};
+  EXPECT_NE(choose_num_splits(flat), choose_num_splits(ragged)) << "the memo must key on ragged too";
+  EXPECT_NE(choose_num_splits(ragged), choose_num_splits(flat));
 }
 
 }  // namespace
