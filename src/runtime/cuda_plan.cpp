@@ -169,13 +169,16 @@ LaunchPlan CudaKernel::plan(const AttentionArgs& args, const ScalarArgs& scalars
   pl.dependent_launch = dependent_launch_enabled() && dependent_launch_available() &&
                         (tuning.dependent_launch == Dependent::On ||
                          (tuning.dependent_launch == Dependent::Auto && pl.decode && block_keys <= kDependentLaunchMaxKeys));
-  const int64_t grid_x = std::max<int64_t>(slots, 1) * pl.num_splits;
+  // Bias programs put the batch entries in x, next to each other (work.cuh, init): a bias
+  // broadcast over the batch is read from DRAM once per query tile, L2 serving the other entries.
+  const bool batch_in_x = spec_.needs_bias();
+  const int64_t grid_x = std::max<int64_t>(slots, 1) * pl.num_splits * (batch_in_x ? c.B : 1);
   if (grid_x > INT32_MAX || heads > 65535 || c.B > 65535)
     throw Error(ErrorCode::Shape, "the call's grid exceeds CUDA's limits (2^31 - 1 query tiles x splits, "
                                   "65535 heads and batches)");
   pl.grid[0] = static_cast<unsigned>(grid_x);
   pl.grid[1] = static_cast<unsigned>(heads);
-  pl.grid[2] = static_cast<unsigned>(c.B);
+  pl.grid[2] = static_cast<unsigned>(batch_in_x ? 1 : c.B);
   return pl;
 }
 

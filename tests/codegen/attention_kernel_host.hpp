@@ -59,6 +59,7 @@ struct Features {
   int rope_half = 0, page_slots = 0;
   bool pair_window = false;   // rope_window
   bool alibi = false, softcap = false;  // score modifiers, alibi first where both
+  bool bias = false;                    // additive_bias, the only modifier where set
   bool document = false;                // packed sequences (cu_seqlens)
   bool block_sparse = false;            // a BlockMask's active blocks
   bool causal = true;
@@ -70,8 +71,8 @@ struct HostSpec {
   using Element = E;
   static constexpr int kHeadDim = kD, kBlockM = kT.bm, kBlockN = kT.bn, kWarps = kT.warps, kStages = kT.stages;
   static constexpr int kKeyWarps = kT.key_warps;
-  static constexpr bool kCausal = kF.causal, kSlidingWindow = kF.window, kAlibi = kF.alibi, kBias = false;
-  static constexpr bool kHasModifiers = kF.alibi || kF.softcap, kRelu = false;
+  static constexpr bool kCausal = kF.causal, kSlidingWindow = kF.window, kAlibi = kF.alibi, kBias = kF.bias;
+  static constexpr bool kHasModifiers = kF.alibi || kF.softcap || kF.bias, kRelu = false;
   static constexpr bool kRotate = kF.rotate, kPairWindow = kF.pair_window, kNeox = kF.neox;
   static constexpr int kRopeHalf = kF.rope_half;
   static constexpr bool kDocument = kF.document, kPagedKV = kF.paged, kBlockSparse = kF.block_sparse;
@@ -84,6 +85,7 @@ struct HostSpec {
   static float modify(float s, const FwdParams& p, const attnfuse_kernels::CellCtx& c) {
     if constexpr (kF.alibi) s -= c.slope * (float)abs(c.delta);
     if constexpr (kF.softcap) s = p.softcap * attnfuse_kernels::fast_tanh(s * p.inv_softcap);
+    if constexpr (kF.bias) s += (c.bias_row && c.j < c.len_k) ? c.bias_row[c.j] : 0.f;
     return s;
   }
 };
@@ -215,6 +217,7 @@ struct CallOptions {
   attnfuse_host_cuda::Lag lag = {};  // threads that sleep after each block barrier and before each mbarrier wait
   bool tma_late = false;  // tensor copies land just before their barrier's next operation (else at issue)
   bool cp_async_early = false;  // cp.async lands at issue (else at the wait that covers it)
+  int bias_batches = 1;  // bias specs: the bias's batch entries, 1 (broadcast) or B
 };
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
@@ -265,7 +268,8 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     ASSERT_EQ(Spec::kPairWindow, spec.score == ScoreKind::RopeWindow);
     ASSERT_EQ(Spec::kDocument, spec.masks.has(MaskKind::Document));
     ASSERT_EQ(Spec::kBlockSparse, spec.masks.has(MaskKind::BlockSparse));
-    ASSERT_EQ(spec.modifiers.size(), int{Spec::kAlibi} + int{Spec::kFeatures.softcap});
+    ASSERT_EQ(spec.modifiers.size(), int{Spec::kAlibi} + int{Spec::kFeatures.softcap} + int{Spec::kBias});
+    ASSERT_EQ(Spec::kBias, spec.needs_bias());
     ASSERT_EQ(Spec::kAlibi, spec.modifiers.has(ModifierKind::Alibi));
     if (Spec::kAlibi && spec.modifiers.size() > 1) {
       ASSERT_EQ(spec.modifiers[0], ModifierKind::Alibi);
@@ -392,6 +396,18 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
       p.bs_work = work.items.data();
     }
   }
+  // An fp32 additive bias [bias_batches, Hq, Nq, Nk], its strides as cuda_launch.cpp sets them.
+  std::vector<float> bias;
+  if constexpr (Spec::kBias) {
+    ASSERT_TRUE(call.bias_batches == 1 || call.bias_batches == B);
+    std::normal_distribution<float> val(0.f, 2.f);
+    bias.resize(size_t(call.bias_batches) * Hq * Nq * Nk);
+    for (float& x : bias) x = val(rng);
+    args.bias = TensorView::contiguous(bias.data(), DType::F32, {call.bias_batches, Hq, Nq, Nk});
+    p.bias = bias.data();
+    p.bias_stride[0] = call.bias_batches == 1 ? 0 : int64_t{Hq} * Nq * Nk;
+    p.bias_stride[1] = int64_t{Nq} * Nk, p.bias_stride[2] = Nk;
+  }
   p.window = static_cast<int>(spec.scalars.window);
   p.softcap = static_cast<float>(spec.scalars.softcap);
   p.inv_softcap = spec.scalars.softcap > 0 ? static_cast<float>(1.0 / spec.scalars.softcap) : 0.f;
@@ -419,7 +435,9 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   if (splits > 1) p.part_o = part_o.data(), p.part_lse = part_lse.data(), p.merge_count = count.data();
   // A block-sparse work list: a 1-D grid over its entries; cut rows write partial rows to their
   // slots of kBM rows, merged by the last part on a zeroed counter per slot (cuda_launch.cpp).
+  // Bias specs put the batch entries in x, next to each other (CudaKernel::plan).
   attnfuse_host_cuda::Dim3 grid{unsigned(slots * splits), unsigned(heads), unsigned(B)};
+  if (Spec::kBias) grid = {unsigned(slots * splits * B), unsigned(heads), 1};
   if (work_per_row > 0) {
     ASSERT_EQ(splits, 1);
     grid = {unsigned(work.num_items * work_per_row), 1, 1};

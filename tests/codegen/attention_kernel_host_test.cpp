@@ -60,6 +60,18 @@ TEST(AttentionKernelOnHost, ModifiersAndRopeWindowPerCell) {
   }
 }
 
+// Additive bias: the batch entries of a query tile run side by side (grid x = (slot x B + b) x S
+// + split, one z; CudaKernel::plan), the bias broadcast over the batch or given per entry, and a
+// split decode call merges its parts on counters taken in that order.
+TEST(AttentionKernelOnHost, BiasBatchEntriesRunSideBySide) {
+  std::mt19937 rng(47);
+  constexpr Features kBias{.bias = true};
+  const std::string prog = "softmax(additive_bias(causal(scaled_dot_product(Q, K)))) @ V";
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, kBias>>(prog, 3, 4, 2, 97, 120, 1, rng);
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, kBias>>(prog, 3, 4, 2, 97, 120, 1, rng, {.bias_batches = 3});
+  check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kBias>>(prog, 3, 8, 2, 1, 257, 2, rng);
+}
+
 // Packed documents (cu_seqlens): no attention across them, each aligned bottom-right with its
 // own positions, tiles straddling two documents, one-token documents, a window inside them.
 TEST(AttentionKernelOnHost, DocumentsNeverAttendAcrossEachOther) {

@@ -112,13 +112,14 @@ std::string paged_name(const PagedCase& c) {
                      c.q_offset ? fmt::format(" q_offset {}", *c.q_offset) : std::string());
 }
 
-::testing::AssertionResult rounding_close(const Outputs& a, const Outputs& b, DType dtype) {
+::testing::AssertionResult rounding_close(const Outputs& a, const Outputs& b, DType dtype, double near_zero) {
+  const float abs_tol = static_cast<float>(std::max(near_zero, 1e-3));
   if (a.out.size() != b.out.size() || a.lse.size() != b.lse.size()) return ::testing::AssertionFailure() << "sizes";
   const float ulp = dtype == DType::BF16 ? 0x1p-7f : 0x1p-10f;
   for (size_t i = 0; i < a.out.size(); ++i) {
     const float x = dtype == DType::BF16 ? bf16_to_f32(a.out[i]) : f16_to_f32(a.out[i]);
     const float y = dtype == DType::BF16 ? bf16_to_f32(b.out[i]) : f16_to_f32(b.out[i]);
-    if (!(std::fabs(x - y) <= 2 * ulp * std::fmax(std::fabs(x), std::fabs(y)) + 1e-3f))
+    if (!(std::fabs(x - y) <= 2 * ulp * std::fmax(std::fabs(x), std::fabs(y)) + abs_tol))
       return ::testing::AssertionFailure() << "O[" << i << "] " << x << " vs " << y;
   }
   for (size_t i = 0; i < a.lse.size(); ++i)
@@ -198,8 +199,15 @@ void check_paged(const KernelSpec& spec, const PagedCase& c, std::mt19937_64& rn
           runtime::cuda_kernel(contiguous_spec).plan(o.args, spec.scalars, t).module->spec.tile.block_k;
       if (contiguous_bk == plan.module->spec.tile.block_k)
         EXPECT_TRUE(bitwise_equal(slice, contiguous, o.d)) << "paged differs from the contiguous call";
-      else
-        EXPECT_TRUE(rounding_close(slice, contiguous, spec.dtype)) << "paged differs from the contiguous call";
+      else {
+        // The two tiles' key warps split the keys differently, so P is rounded to 16 bits against
+        // other running maxima (seed 9474841761440725388 moved one O element of a 37-key row by
+        // 1.4e-3 that way): allow each call the reference rule's error over this sequence's rows.
+        double naive = 0;
+        for (size_t i = size_t(o.b) * rows * size_t(D); i < size_t(o.b + 1) * rows * size_t(D); ++i)
+          if (std::isfinite(e.naive.out[i])) naive = std::max(naive, std::abs(e.naive.out[i] - e.ref.out[i]));
+        EXPECT_TRUE(rounding_close(slice, contiguous, spec.dtype, 4 * naive)) << "paged differs from the contiguous call";
+      }
     }
   }
 }

@@ -239,6 +239,26 @@ struct WgmmaMainloop {
                                                    alpha);
   }
 
+  // Additive bias: each thread asks L1 for one 128-byte line of each of its two rows' bias over
+  // key tile n0 (a quad's four threads cover 128 keys), right after the tile's products are
+  // issued, so that the softmax's per-cell bias loads (the modifier hook) find their lines there
+  // instead of waiting on L2 or DRAM after S. Only real rows and lines that start inside the
+  // sequence are asked for.
+  static __device__ __forceinline__ void prefetch_bias(const FwdParams& p, const W& w, int warp, int g, int t,
+                                                       int n0) {
+    const int j = n0 + 32 * t;
+    if (32 * t >= kBN || j >= w.len_k) return;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = Kernel::acc_row(w, warp, 0, g, hf);
+      int i, h;
+      w.row_of(r, i, h);
+      if (i < w.len_q && r < w.rows)
+        prefetch_l1(p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] + (w.q_row0 + i) * p.bias_stride[2] +
+                    w.k_row0 + j);
+    }
+  }
+
   static __device__ __forceinline__ void rescale(float (&o)[kDT][4], const float (&alpha)[2]) {
 #pragma unroll
     for (int d = 0; d < kDT; ++d) {
@@ -424,8 +444,10 @@ struct WgmmaMainloop {
         }
         if (pending) {
           issue_pv(v_prev, pa, acc_o[0]);  // O += P_{it-1} V_{it-1}
+          if constexpr (Kernel::SpecType::kBias) prefetch_bias(p, w, warp, g, t, n0);
           wgmma_wait<1>();                 // S_it is done
         } else {
+          if constexpr (Kernel::SpecType::kBias) prefetch_bias(p, w, warp, g, t, n0);
           wgmma_wait<0>();
         }
         fence_operands(s[0]);

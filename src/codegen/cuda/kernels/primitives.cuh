@@ -128,6 +128,8 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // wait since L2 is where the grid ahead's stores land.
 #ifndef ATTNFUSE_KERNELS_ON_HOST
 __device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a)); }
+// Asks L1 for the line at `a`: for data the block reads itself a few hundred cycles later.
+__device__ __forceinline__ void prefetch_l1(const void* a) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a)); }
 
 __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
   int v;

@@ -160,8 +160,16 @@ struct Work {
     part_slot0 = -1;
     split = (int)(blockIdx.x % S);
     int slot = (int)(blockIdx.x / S);
-    const int slots = (int)(gridDim.x / S);
+    int slots = (int)(gridDim.x / S);
     b = blockIdx.z;
+    if constexpr (Spec::kBias) {
+      // Bias programs launch each query tile's batch entries side by side (x = (slot x B + b) x
+      // S + split, a grid of one z; CudaKernel::plan): a bias broadcast over the batch is then
+      // read from DRAM once per tile while L2 serves the same rows to the other entries' blocks.
+      b = slot % p.batch;
+      slot /= p.batch;
+      slots /= p.batch;
+    }
     if constexpr (kPack) {
       hk = blockIdx.y;
       h0 = hk * p.head_ratio;
