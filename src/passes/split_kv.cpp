@@ -9,20 +9,6 @@ namespace attnfuse::passes {
 
 namespace {
 
-int choose_uniform(const SplitShape& s);
-
-// Ragged grids: the uniform model's choice, or more parts until the grid holds kRaggedWaves waves
-// (split_kv.hpp), bounded by kMinTilesPerRaggedPart tiles of the mean length per part and by
-// kMaxRaggedSplits parts.
-int choose(const SplitShape& s) {
-  const int uniform = choose_uniform(s);
-  if (!s.ragged || s.blocks <= 0) return uniform;
-  const int64_t capacity = int64_t{std::max(s.sms, 1)} * std::max(s.blocks_per_sm, 1);
-  const int64_t waves = (kRaggedWaves * capacity + s.blocks - 1) / s.blocks;
-  const int64_t most = std::min<int64_t>(kMaxRaggedSplits, s.key_tiles / kMinTilesPerRaggedPart);
-  return static_cast<int>(std::max<int64_t>(uniform, std::min(waves, most)));
-}
-
 int choose_uniform(const SplitShape& s) {
   const int64_t capacity = int64_t{std::max(s.sms, 1)} * std::max(s.blocks_per_sm, 1);
   if (s.blocks <= 0 || s.key_tiles < 2 * kMinTilesPerSplit) return 1;
@@ -42,6 +28,18 @@ int choose_uniform(const SplitShape& s) {
   for (int64_t n = 1; n <= max_splits; ++n)
     if (costs[size_t(n)] * 100 <= best * 105) return static_cast<int>(n);
   return 1;
+}
+
+// Ragged grids: the uniform model's choice, or more parts until the grid holds kRaggedWaves waves
+// (split_kv.hpp), bounded by kMinTilesPerRaggedPart tiles of the mean length per part and by
+// kMaxRaggedSplits parts.
+int choose(const SplitShape& s) {
+  const int uniform = choose_uniform(s);
+  if (!s.ragged || s.blocks <= 0) return uniform;
+  const int64_t capacity = int64_t{std::max(s.sms, 1)} * std::max(s.blocks_per_sm, 1);
+  const int64_t waves = (kRaggedWaves * capacity + s.blocks - 1) / s.blocks;
+  const int64_t most = std::min<int64_t>(kMaxRaggedSplits, s.key_tiles / kMinTilesPerRaggedPart);
+  return static_cast<int>(std::max<int64_t>(uniform, std::min(waves, most)));
 }
 
 bool same(const SplitShape& a, const SplitShape& b) {

@@ -245,6 +245,15 @@ struct FwdKernel {
     return w.m0 + warp * 16 * kAtoms + a * 16 + g + hf * 8;
   }
 
+  // additive_bias: the bias row of virtual row r (query i of head h, W::row_of) from the block's
+  // first key on, or null past the queries. Padding rows of a GQA-packed decode tile map to heads
+  // past the group (row_of): only real rows (r < w.rows) may form a bias pointer.
+  static __device__ __forceinline__ const float* bias_row_of(const FwdParams& p, const W& w, int r, int i, int h) {
+    return i < w.len_q && r < w.rows
+               ? p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] + (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
+               : nullptr;
+  }
+
   // rope_window (mma.sync): add each boundary pair's term q_a k_a + q_b k_b to the raw scores of
   // the cells within its window (|Δ| <= limit), reading the pair's rotated dims straight from the
   // Q and K tiles. Boundary pairs are few per tile (their limits must fall inside the tile's range
@@ -320,12 +329,7 @@ struct FwdKernel {
         if constexpr (Spec::kAlibi && W::kPack)
           slope = p.alibi_slopes ? p.alibi_slopes[h] : standard_alibi_slope(h, p.heads_q);
         const float* bias_row = nullptr;
-        // Padding rows of a GQA-packed decode tile map to heads past the group (row_of): only
-        // real rows (r < w.rows) may form a bias pointer.
-        if constexpr (Spec::kBias)
-          bias_row = i < w.len_q && acc_row(w, warp, a, g, hf) < w.rows ? p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] +
-                                       (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
-                                 : nullptr;
+        if constexpr (Spec::kBias) bias_row = bias_row_of(p, w, acc_row(w, warp, a, g, hf), i, h);
         float tile_max = neg_inf();
         // This row keeps the cells of column offset n * 8 + e (from column n0 + kn + 2t)
         // in [lo_c, hi_c) (key_range).

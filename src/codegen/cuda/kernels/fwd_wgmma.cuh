@@ -253,9 +253,7 @@ struct WgmmaMainloop {
       const int r = Kernel::acc_row(w, warp, 0, g, hf);
       int i, h;
       w.row_of(r, i, h);
-      if (i < w.len_q && r < w.rows)
-        prefetch_l1(p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] + (w.q_row0 + i) * p.bias_stride[2] +
-                    w.k_row0 + j);
+      if (const float* row = Kernel::bias_row_of(p, w, r, i, h)) prefetch_l1(row + j);
     }
   }
 
