@@ -85,7 +85,7 @@ struct HostSpec {
   static float modify(float s, const FwdParams& p, const attnfuse_kernels::CellCtx& c) {
     if constexpr (kF.alibi) s -= c.slope * (float)abs(c.delta);
     if constexpr (kF.softcap) s = p.softcap * attnfuse_kernels::fast_tanh(s * p.inv_softcap);
-    if constexpr (kF.bias) s += (c.bias_row && c.j < c.len_k) ? c.bias_row[c.j] : 0.f;
+    if constexpr (kF.bias) s += c.bias;
     return s;
   }
 };

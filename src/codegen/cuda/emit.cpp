@@ -18,7 +18,7 @@ const char* modifier_line(ModifierKind k) {
     case ModifierKind::Alibi:
       return "    s -= c.slope * (float)abs(c.delta);  // alibi\n";
     case ModifierKind::AdditiveBias:
-      return "    s += (c.bias_row && c.j < c.len_k) ? c.bias_row[c.j] : 0.f;  // additive_bias\n";
+      return "    s += c.bias;  // additive_bias\n";
     case ModifierKind::Softcap:
       return "    s = p.softcap * fast_tanh(s * p.inv_softcap);  // softcap\n";
   }

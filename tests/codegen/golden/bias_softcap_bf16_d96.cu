@@ -50,7 +50,7 @@ struct Spec {
 
   // Score modifiers in program order.
   static __device__ __forceinline__ float modify(float s, const FwdParams& p, const CellCtx& c) {
-    s += (c.bias_row && c.j < c.len_k) ? c.bias_row[c.j] : 0.f;  // additive_bias
+    s += c.bias;  // additive_bias
     s = p.softcap * fast_tanh(s * p.inv_softcap);  // softcap
     return s;
   }

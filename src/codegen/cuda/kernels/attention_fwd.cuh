@@ -32,7 +32,7 @@ struct CellCtx {
   int len_k;              // keys of the sequence (a hook reads key j only when j < len_k)
   int delta;              // position of query i minus position of key j
   float slope;            // ALiBi slope of head h (0 when the program has no alibi)
-  const float* bias_row;  // additive_bias: row i of this (b, h)'s bias, or null
+  float bias;             // additive_bias: the bias of cell (i, j), 0 past the keys or the queries
 };
 
 template <class Kernel>
@@ -254,6 +254,24 @@ struct FwdKernel {
                : nullptr;
   }
 
+  // additive_bias: row `row`'s bias at keys j and j + 1 (j even, from the block's first key) into
+  // v, left 0 past len_k (kBounded: the tile reaches past it) or where the row is null. A warp's
+  // bias load touches eight rows' lines (its accumulator layout), so the loads' L1 wavefronts,
+  // not the tensor cores, bounded a bias tile: one 8-byte load per pair halves them where the row
+  // is 8-byte aligned (any bias with even strides, as torch's contiguous tensors have).
+  template <bool kBounded>
+  static __device__ __forceinline__ void bias_pair(const float* row, int j, int len_k, float (&v)[2]) {
+    if (!row) return;
+    if ((!kBounded || j + 1 < len_k) && (reinterpret_cast<unsigned long long>(row) & 7ull) == 0) {
+      const float2 x = *reinterpret_cast<const float2*>(row + j);
+      v[0] = x.x;
+      v[1] = x.y;
+    } else {
+      if (!kBounded || j < len_k) v[0] = row[j];
+      if (!kBounded || j + 1 < len_k) v[1] = row[j + 1];
+    }
+  }
+
   // rope_window (mma.sync): add each boundary pair's term q_a k_a + q_b k_b to the raw scores of
   // the cells within its window (|Δ| <= limit), reading the pair's rotated dims straight from the
   // Q and K tiles. Boundary pairs are few per tile (their limits must fall inside the tile's range
@@ -368,12 +386,14 @@ struct FwdKernel {
         }
 #pragma unroll
         for (int n = 0; n < kNT; ++n) {
+          float bias[2] = {0.f, 0.f};
+          if constexpr (Spec::kBias) bias_pair<kMask>(bias_row, n0 + kn + n * 8 + 2 * t, w.len_k, bias);
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int j = n0 + kn + n * 8 + 2 * t + e;
             float s = acc_s[a][n][2 * hf + e];
             if constexpr (Spec::kHasModifiers || Spec::kRelu) {
-              CellCtx c{w.b, h, i, j, w.len_k, qpos - j, slope, bias_row};
+              CellCtx c{w.b, h, i, j, w.len_k, qpos - j, slope, bias[e]};
               s = Spec::modify(s * p.scale, p, c);
               if constexpr (!Spec::kRelu) s *= kLog2e;
             }  // else: raw q.k; the scale is folded into the exp2 argument below (one FFMA)
