@@ -62,8 +62,8 @@ TEST(AttentionKernelOnHost, ModifiersAndRopeWindowPerCell) {
 
 // Additive bias: the batch entries of a query tile run side by side (grid x = (slot x B + b) x S
 // + split, one z; CudaKernel::plan), the bias broadcast over the batch or given per entry, and a
-// split decode call merges its parts on counters taken in that order. 121 keys leave every other
-// bias row 4-byte aligned, which the cells' 8-byte bias loads must fall back from (bias_values).
+// split decode call merges its parts on counters taken in that order. 121 keys leave most
+// bias rows unaligned to 16 bytes, which the quads' 16-byte bias loads must fall back from (bias_values).
 TEST(AttentionKernelOnHost, BiasBatchEntriesRunSideBySide) {
   std::mt19937 rng(47);
   constexpr Features kBias{.bias = true};
