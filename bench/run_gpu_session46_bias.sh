@@ -3,20 +3,20 @@
 # bench/make_device_carry.sh at HEAD, the library before the bias-value loads in
 # .devcarry/base46/, and the template variants of bench/make_bias_variants.sh in .devcarry/kd/.
 #   1. the GPU tests that run bias programs (CudaForward, CudaDecode.EveryCombinator and
-#      DtypesAndHeadDims), the built-in templates;
+#      DtypesAndHeadDims) in 6 shards, the built-in templates;
 #   2. gpu_peers.py --suite full --filter "additive bias", ours only, two interleaved rounds:
-#      base (the library before), new, noprefetch and scalar (templates through ATTNFUSE_KERNEL_DIR);
+#      base (the library before), new, and the variants of make_bias_variants.sh (ATTNFUSE_KERNEL_DIR);
 #   3. the same with the peers (built-in templates).
-# CAP bounds the whole (default 400 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
+# CAP bounds the whole (default 360 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 digest_init
-CAP=${CAP:-400}
+CAP=${CAP:-360}
 say "== 1. GPU tests with bias programs"
-gpu_tests bias 'CudaForward.*:CudaDecode.EveryCombinator:CudaDecode.DtypesAndHeadDims' "$(left 200)"
+GTEST_FILTER='CudaForward.*:CudaDecode.EveryCombinator:CudaDecode.DtypesAndHeadDims' gpu_suite_sharded "$(left 170)" 6
 say "== 2. additive bias, ours only, two rounds"
 for round in 1 2; do
-  for v in base new noprefetch scalar; do
+  for v in base new pair scalar noprefetch; do
     lib=.devcarry/lib/libattnfuse_c.so kd=
     [ $v = base ] && lib=.devcarry/base46/libattnfuse_c.so
     [ -d .devcarry/kd/$v ] && kd=$PWD/.devcarry/kd/$v
