@@ -262,8 +262,8 @@ struct FwdKernel {
   // tensors of such lengths have) and the slice lies before len_k, the two threads of each pair
   // in a quad read 16 contiguous bytes each per 16 keys and swap halves: thread t holds keys 2t,
   // 2t + 1 of each 8-key group, so thread t loads keys 4(t/2) + 8(t&1) .. + 3 and keeps the half
-  // that is its own. A quarter of the scalar loads, and half their wavefronts per byte. Other
-  // rows take 4-byte loads. The choice is made per row, so no load waits behind a branch (a
+  // that is its own: a quarter of the 4-byte form's loads and L1 wavefronts. Other rows take
+  // 4-byte loads. The choice is made per row, so no load waits behind a branch (a
   // test per key pair serialised them: 3.61 against 1.37-1.39 ms on an H100). Every lane runs
   // the shuffles (the quad's rows are one row, so both take the same path).
   template <bool kBounded>
