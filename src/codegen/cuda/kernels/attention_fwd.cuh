@@ -369,10 +369,9 @@ struct FwdKernel {
         const int qpos = i + w.q_offset;
         if constexpr (Spec::kAlibi && W::kPack)
           slope = p.alibi_slopes ? p.alibi_slopes[h] : standard_alibi_slope(h, p.heads_q);
-        const float* bias_row = nullptr;
-        if constexpr (Spec::kBias) bias_row = bias_row_of(p, w, acc_row(w, warp, a, g, hf), i, h);
         float bias[kNT][2];
-        if constexpr (Spec::kBias) bias_values<kMask>(bias_row, n0 + kn + 2 * t, w.len_k, t, bias);
+        if constexpr (Spec::kBias)
+          bias_values<kMask>(bias_row_of(p, w, acc_row(w, warp, a, g, hf), i, h), n0 + kn + 2 * t, w.len_k, t, bias);
         float tile_max = neg_inf();
         // This row keeps the cells of column offset n * 8 + e (from column n0 + kn + 2t)
         // in [lo_c, hi_c) (key_range).
