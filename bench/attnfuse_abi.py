@@ -35,7 +35,7 @@ class Args(ctypes.Structure):
                 ("paged", ctypes.POINTER(PagedKV)), ("block_mask", ctypes.c_void_p),
                 ("rope_cos", ctypes.c_void_p), ("rope_sin", ctypes.c_void_p),
                 ("rope_positions", ctypes.c_int64), ("rope_pairs", ctypes.c_int64),
-                ("paged_table_settled", ctypes.c_int)]
+                ("paged_table_settled", ctypes.c_int), ("bias_dtype", ctypes.c_int)]
 
 
 def raw_tensor(ptr, shape, strides):

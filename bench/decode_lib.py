@@ -97,6 +97,7 @@ int main(void) {
   O(attnfuse_args, q_offset) O(attnfuse_args, cu_seqlens_q) O(attnfuse_args, cu_seqlens_k)
   O(attnfuse_args, paged) O(attnfuse_args, block_mask) O(attnfuse_args, rope_cos) O(attnfuse_args, rope_sin)
   O(attnfuse_args, rope_positions) O(attnfuse_args, rope_pairs) O(attnfuse_args, paged_table_settled)
+  O(attnfuse_args, bias_dtype)
   printf("enum sizeof %zu\n", sizeof(attnfuse_paged_layout));
   printf("ATTNFUSE_PAGED_NHD %d\nATTNFUSE_PAGED_HND %d\n", (int)ATTNFUSE_PAGED_NHD, (int)ATTNFUSE_PAGED_HND);
   printf("ATTNFUSE_ERROR_MISSING_TENSOR %d\n", (int)ATTNFUSE_ERROR_MISSING_TENSOR);

@@ -85,6 +85,7 @@ class Attnfuse:
             bt = as_tensor(bias)
             keep.append(bt)
             args.bias = ctypes.pointer(bt)
+            args.bias_dtype = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}[bias.dtype]
         args_ref = ctypes.byref(args)
         lib = self.lib
 
@@ -228,7 +229,9 @@ def run_case(af, c, dtype, sets=3, with_peers=True):
         q = torch.randn(c.B, c.Hq, c.N, c.D, device=dev, dtype=dtype, generator=gen)
         k = torch.randn(c.B, c.Hkv, c.N, c.D, device=dev, dtype=dtype, generator=gen)
         v = torch.randn(c.B, c.Hkv, c.N, c.D, device=dev, dtype=dtype, generator=gen)
-        bias = torch.randn(1, c.Hq, c.N, c.N, device=dev, dtype=torch.float32, generator=gen) if c.bias else None
+        # bias=True: an fp32 bias; bias="inputs": one in the inputs' dtype (as SDPA's attn_mask is).
+        bias_dtype = dtype if c.bias == "inputs" else torch.float32
+        bias = torch.randn(1, c.Hq, c.N, c.N, device=dev, dtype=bias_dtype, generator=gen) if c.bias else None
         inputs.append((q, k, v, bias))
     handle = af.compile(c.program, dtype, c.D)
     impls = {"attnfuse": []}
@@ -288,6 +291,8 @@ def suite(kind):
                       softcap=50.0, **llama))
     cases.append(Case("relu causal llama3-8b", f"relu_attention(causal({sdp})) @ V", N=N, causal=True, relu=True, **llama))
     cases.append(Case("additive bias gpt2", f"softmax(additive_bias({sdp})) @ V", N=4096, bias=True, **gpt2))
+    cases.append(Case("additive bias gpt2, bias in the inputs' dtype", f"softmax(additive_bias({sdp})) @ V", N=4096,
+                      bias="inputs", **gpt2))
     return cases
 
 

@@ -124,19 +124,7 @@ CudaResident::CudaResident(const KernelSpec& spec, const AttentionArgs& host) : 
     m.dev.rope_tables = RopeTablesView{static_cast<const float*>(m.rope_cos.get()),
                                        static_cast<const float*>(m.rope_sin.get()), t.positions, t.pairs};
   }
-  if (host.bias) {
-    // The GPU kernel reads an fp32 bias: widen whatever the CLI holds.
-    const TensorView& b = *host.bias;
-    std::vector<float> wide(static_cast<size_t>(b.numel()));
-    size_t i = 0;
-    for (int64_t x = 0; x < b.shape[0]; ++x)
-      for (int64_t y = 0; y < b.shape[1]; ++y)
-        for (int64_t r = 0; r < b.shape[2]; ++r)
-          for (int64_t c = 0; c < b.shape[3]; ++c) wide[i++] = load_elem(b.data, b.dtype, b.offset(x, y, r, c));
-    m.bias = DeviceBuffer(wide.size() * 4);
-    m.bias.upload(wide.data());
-    m.dev.bias = TensorView::contiguous(m.bias.get(), DType::F32, b.shape);
-  }
+  if (host.bias) m.dev.bias = upload(*host.bias, m.bias);  // fp32 or the inputs' dtype, as the kernel reads it
 }
 
 CudaResident::~CudaResident() = default;

@@ -99,7 +99,7 @@ typedef struct {
   attnfuse_tensor q, k, v, out;  /* dtype = the kernel's dtype */
   float* lse;                    /* optional [B, Hq, Nq] fp32; NULL to skip */
   int64_t lse_strides[3];
-  const attnfuse_tensor* bias;   /* additive_bias: fp32 [1|B, 1|Hq, Nq, Nk]; NULL otherwise */
+  const attnfuse_tensor* bias;   /* additive_bias: [1|B, 1|Hq, Nq, Nk] in bias_dtype (below); NULL otherwise */
   int has_q_offset;              /* 0: bottom-right default (Nk - Nq) */
   int64_t q_offset;
   /* document(): both set; NULL otherwise. The offsets are DEVICE memory on ATTNFUSE_DEVICE_CUDA
@@ -126,6 +126,10 @@ typedef struct {
    * kernel's output), so a CUDA call may read them while that kernel finishes; 0: read after it
    * (attnfuse::PagedKV::table_settled). Ignored without paged and on the CPU. */
   int paged_table_settled;
+  /* The element type of bias: ATTNFUSE_FP32 (0, the default) or the kernel's own dtype (a bf16
+   * kernel reads a bf16 bias, as SDPA's attn_mask). Any other value is refused with
+   * ATTNFUSE_ERROR_DTYPE. */
+  attnfuse_dtype bias_dtype;
 } attnfuse_args;
 
 typedef struct attnfuse_kernel attnfuse_kernel;

@@ -188,7 +188,13 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
       l.strides = {args->lse_strides[0], args->lse_strides[1], args->lse_strides[2]};
       a.lse = l;
     }
-    if (args->bias) a.bias = to_view(*args->bias, attnfuse::DType::F32);
+    if (args->bias) {
+      const int bt = raw(args->bias_dtype);
+      if (bt != ATTNFUSE_FP32 && bt != ATTNFUSE_BF16 && bt != ATTNFUSE_FP16)
+        throw attnfuse::Error(attnfuse::ErrorCode::DType, "bias_dtype must be ATTNFUSE_FP32, ATTNFUSE_BF16 or "
+                                                          "ATTNFUSE_FP16 (got " + std::to_string(bt) + ")");
+      a.bias = to_view(*args->bias, to_dtype(bt));  // validate() takes fp32 or the kernel's dtype
+    }
     if (args->has_q_offset) a.q_offset = args->q_offset;
     if (args->cu_seqlens_q) a.cu_seqlens_q = to_offsets(*args->cu_seqlens_q);
     if (args->cu_seqlens_k) a.cu_seqlens_k = to_offsets(*args->cu_seqlens_k);

@@ -131,7 +131,8 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   }
   if (spec_.needs_bias()) {
     const TensorView& bias = *args.bias;
-    p.bias = static_cast<const float*>(bias.data);
+    p.bias = bias.data;
+    p.bias_16bit = bias.dtype != DType::F32;  // validate: fp32 or the inputs' dtype
     p.bias_stride[0] = bias.shape[0] == 1 ? 0 : bias.strides[0];
     p.bias_stride[1] = bias.shape[1] == 1 ? 0 : bias.strides[1];
     p.bias_stride[2] = bias.strides[2];

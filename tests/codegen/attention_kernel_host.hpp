@@ -218,6 +218,7 @@ struct CallOptions {
   bool tma_late = false;  // tensor copies land just before their barrier's next operation (else at issue)
   bool cp_async_early = false;  // cp.async lands at issue (else at the wait that covers it)
   int bias_batches = 1;  // bias specs: the bias's batch entries, 1 (broadcast) or B
+  bool bias_16bit = false;  // bias specs: the bias in the inputs' dtype (FwdParams::bias_16bit), else fp32
 };
 template <class Spec>
 void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, int Nk, int splits, std::mt19937& rng,
@@ -396,15 +397,26 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
       p.bs_work = work.items.data();
     }
   }
-  // An fp32 additive bias [bias_batches, Hq, Nq, Nk], its strides as cuda_launch.cpp sets them.
+  // An additive bias [bias_batches, Hq, Nq, Nk], fp32 or in the inputs' dtype, its strides as
+  // cuda_launch.cpp sets them.
   std::vector<float> bias;
+  std::vector<E> bias16;
   if constexpr (Spec::kBias) {
     ASSERT_TRUE(call.bias_batches == 1 || call.bias_batches == B);
     std::normal_distribution<float> val(0.f, 2.f);
     bias.resize(size_t(call.bias_batches) * Hq * Nq * Nk);
     for (float& x : bias) x = val(rng);
-    args.bias = TensorView::contiguous(bias.data(), DType::F32, {call.bias_batches, Hq, Nq, Nk});
-    p.bias = bias.data();
+    const std::array<int64_t, 4> shape = {call.bias_batches, Hq, Nq, Nk};
+    if (call.bias_16bit) {
+      bias16.resize(bias.size());
+      for (size_t i = 0; i < bias.size(); ++i) store_elem(bias16.data(), kType, int64_t(i), bias[i]);
+      args.bias = TensorView::contiguous(bias16.data(), kType, shape);
+      p.bias = bias16.data();
+      p.bias_16bit = 1;
+    } else {
+      args.bias = TensorView::contiguous(bias.data(), DType::F32, shape);
+      p.bias = bias.data();
+    }
     p.bias_stride[0] = call.bias_batches == 1 ? 0 : int64_t{Hq} * Nq * Nk;
     p.bias_stride[1] = int64_t{Nq} * Nk, p.bias_stride[2] = Nk;
   }

@@ -155,12 +155,17 @@ TEST_F(CudaForward, MisalignedRowsAreRejectedBeforeLaunch) {
 }
 
 TEST_F(CudaForward, AdditiveBiasAtEdgeTiles) {
-  // Bias rows of aligned and odd lengths, partial query and key tiles, broadcast over batch.
+  // Bias rows of aligned and odd lengths, partial query and key tiles, broadcast over batch; the
+  // bias in fp32 and in the inputs' dtype (prefill, wgmma and decode tiles).
   const char* prog = "softmax(additive_bias(causal(scaled_dot_product(Q, K)))) @ V";
   uint32_t seed = 90;
-  for (int d : {64, 128})
-    for (auto [nq, nk] : {std::pair<int64_t, int64_t>{129, 256}, {300, 300}, {1, 64}, {100, 333}, {77, 101}})
-      run_case({prog, d == 64 ? DType::BF16 : DType::F16, d, 2, 4, 2, nq, nk, std::nullopt}, seed++);
+  for (const bool b16 : {false, true})
+    for (int d : {64, 128})
+      for (auto [nq, nk] : {std::pair<int64_t, int64_t>{129, 256}, {300, 300}, {1, 64}, {100, 333}, {77, 101}}) {
+        Case c{prog, d == 64 ? DType::BF16 : DType::F16, d, 2, 4, 2, nq, nk, std::nullopt};
+        c.bias_16bit = b16;
+        run_case(c, seed++);
+      }
   run_case({"softmax(softcap(additive_bias(scaled_dot_product(Q, K)), 20)) @ V", DType::BF16, 256, 1, 2, 1, 150, 512,
             std::nullopt}, seed++);
 }

@@ -42,7 +42,8 @@ std::string case_name(const Case& c) {
          std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hkv" + std::to_string(c.Hkv) +
          " Nq" + std::to_string(c.Nq) + " Nk" + std::to_string(c.Nk) +
          (c.q_offset ? " q_offset" + std::to_string(*c.q_offset) : "") + " rope_mode=" + rope_mode_name(c.rope_mode) +
-         (c.rope_tables ? " with rope tables" : "") + (c.key_ramp != 0.f ? fmt::format(" key_ramp {}", c.key_ramp) : "");
+         (c.rope_tables ? " with rope tables" : "") + (c.key_ramp != 0.f ? fmt::format(" key_ramp {}", c.key_ramp) : "") +
+         (c.bias_16bit ? " bias in the inputs' dtype" : "");
 }
 
 void run_case(const Case& c, uint32_t seed) {
@@ -64,6 +65,7 @@ void run_case(const Case& c, uint32_t seed) {
     }
   }
   std::vector<float> bias;
+  std::vector<uint16_t> bias16;
   AttentionArgs host;
   host.q = q.view;
   host.k = k.view;
@@ -74,6 +76,11 @@ void run_case(const Case& c, uint32_t seed) {
     std::normal_distribution<float> dist(0.f, 1.f);
     for (auto& x : bias) x = dist(rng);
     host.bias = TensorView::contiguous(bias.data(), DType::F32, {1, c.Hq, c.Nq, c.Nk});
+    if (c.bias_16bit) {
+      bias16.resize(bias.size());
+      for (size_t i = 0; i < bias.size(); ++i) store_elem(bias16.data(), c.dtype, static_cast<int64_t>(i), bias[i]);
+      host.bias = TensorView::contiguous(bias16.data(), c.dtype, {1, c.Hq, c.Nq, c.Nk});
+    }
   }
   std::vector<float> cos_t, sin_t;
   if (c.rope_tables) {
@@ -111,7 +118,7 @@ void run_case(const Case& c, uint32_t seed) {
   DeviceBuffer dq(q.data.size() * elem), dk(k.data.size() * elem), dv(v.data.size() * elem);
   DeviceBuffer dout(static_cast<size_t>(c.B * c.Hq * c.Nq * c.head_dim) * elem);
   DeviceBuffer dlse(static_cast<size_t>(c.B * c.Hq * c.Nq) * 4);
-  DeviceBuffer dbias(bias.size() * 4);
+  DeviceBuffer dbias(c.bias_16bit ? bias16.size() * 2 : bias.size() * 4);
   if (c.bshd) {
     dq.upload(to_bshd(q).data());
     dk.upload(to_bshd(k).data());
@@ -121,7 +128,7 @@ void run_case(const Case& c, uint32_t seed) {
     dk.upload(k.data.data());
     dv.upload(v.data.data());
   }
-  if (!bias.empty()) dbias.upload(bias.data());
+  if (!bias.empty()) dbias.upload(c.bias_16bit ? static_cast<const void*>(bias16.data()) : bias.data());
   DeviceBuffer dcos(cos_t.size() * 4), dsin(sin_t.size() * 4);
   if (!cos_t.empty()) {
     dcos.upload(cos_t.data());

@@ -27,6 +27,8 @@ struct Case {
   // random part: steep ramps move the running maximum on every tile, gentle ones every few tiles,
   // falling ones never after the first (lazy rescaling's three paths).
   float key_ramp = 0.f;
+  // additive_bias: the bias in the inputs' dtype (FwdParams::bias_16bit) instead of fp32.
+  bool bias_16bit = false;
 };
 
 

@@ -15,6 +15,7 @@
 #include "attnfuse/attnfuse.h"
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/program.hpp"
+#include "common/dtype.hpp"
 #include "runtime/capi_c_callers.h"
 
 namespace {
@@ -93,6 +94,46 @@ TEST(CApi, ErrorsAreStatusCodesWithMessages) {
   attnfuse_tensor bias = view(o.data(), 1, 1, 8, 8);
   a.bias = &bias;
   EXPECT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_ERROR_SHAPE);
+  attnfuse_kernel_free(k);
+}
+
+// attnfuse_args.bias_dtype: a bf16 kernel takes its bias in fp32 (the zeroed default) or bf16, with
+// the same result where the values are bf16's; fp16 and values outside the enum are refused.
+TEST(CApi, BiasDtypeIsFp32OrTheKernels) {
+  attnfuse_kernel* k = nullptr;
+  ASSERT_EQ(attnfuse_compile("softmax(additive_bias(causal(scaled_dot_product(Q, K)))) @ V", ATTNFUSE_DEVICE_CPU,
+                             ATTNFUSE_BF16, 0, &k),
+            ATTNFUSE_OK)
+      << attnfuse_last_error();
+  const int64_t H = 2, N = 13, D = 8;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> q(H * N * D), o32(H * N * D), o16(H * N * D, 0x7fc0), b16(H * N * N);
+  std::vector<float> b32(H * N * N);
+  for (auto& x : q) x = attnfuse::f32_to_bf16(nd(rng));
+  for (size_t i = 0; i < b32.size(); ++i) {
+    b16[i] = attnfuse::f32_to_bf16(3.f * nd(rng));
+    b32[i] = attnfuse::bf16_to_f32(b16[i]);
+  }
+  attnfuse_args a{};
+  a.q = a.k = a.v = view(q.data(), 1, H, N, D);
+  a.out = view(o32.data(), 1, H, N, D);
+  attnfuse_tensor bias = view(b32.data(), 1, H, N, N);
+  a.bias = &bias;
+  ASSERT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+  bias.data = b16.data();
+  a.bias_dtype = ATTNFUSE_BF16;
+  a.out = view(o16.data(), 1, H, N, D);
+  ASSERT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+  EXPECT_EQ(o16, o32);
+  a.bias_dtype = ATTNFUSE_FP16;
+  EXPECT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_ERROR_DTYPE);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("bias is fp16 but must be fp32 or the inputs' dtype (bf16)"),
+            std::string::npos)
+      << attnfuse_last_error();
+  std::memset(&a.bias_dtype, 0xff, sizeof a.bias_dtype);
+  EXPECT_EQ(attnfuse_launch(k, &a, nullptr), ATTNFUSE_ERROR_DTYPE);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("bias_dtype must be"), std::string::npos) << attnfuse_last_error();
   attnfuse_kernel_free(k);
 }
 

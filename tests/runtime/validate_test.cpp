@@ -179,24 +179,25 @@ TEST_F(Validate, BiasShapeAndDtype) {
 
 // The CUDA kernel reads an fp32 bias; a bias in the inputs' 16-bit dtype, which the CPU takes,
 // is refused there before it could be misread.
-TEST_F(Validate, CudaBiasMustBeFp32) {
+// Both backends take a bias in fp32 or in the inputs' dtype (the CUDA kernel reads either,
+// FwdParams::bias_16bit); the other 16-bit type is refused.
+TEST_F(Validate, BiasIsFp32OrTheInputsDtypeOnBothBackends) {
   KernelSpec biased = make_spec({}, {MD::AdditiveBias});
-  biased.target = Target::Cuda;
   biased.dtype = DType::BF16;
   CaseOptions bf16;
   bf16.dtype = DType::BF16;
   AttentionCase c16{{2, 4, 2, 16, 24, 32, 8}, bf16, 1};
-  HostTensor b16(DType::BF16, {1, 4, 16, 24});
-  expect_error(biased, c16, [&](AttentionArgs& a) { a.bias = b16.view(); }, ErrorCode::DType,
-               "bias is bf16 but the CUDA backend takes an fp32 bias; convert it (the CPU backend also takes "
-               "the inputs' dtype)");
-  HostTensor b32(DType::F32, {1, 4, 16, 24});
-  AttentionArgs a = c16.args();
-  a.bias = b32.view();
-  EXPECT_NO_THROW(validate(biased, a));
-  biased.target = Target::Cpu;
-  a.bias = b16.view();
-  EXPECT_NO_THROW(validate(biased, a));
+  HostTensor b16(DType::BF16, {1, 4, 16, 24}), b32(DType::F32, {1, 4, 16, 24}), h16(DType::F16, {1, 4, 16, 24});
+  for (const Target target : {Target::Cuda, Target::Cpu}) {
+    biased.target = target;
+    AttentionArgs a = c16.args();
+    a.bias = b32.view();
+    EXPECT_NO_THROW(validate(biased, a));
+    a.bias = b16.view();
+    EXPECT_NO_THROW(validate(biased, a));
+    expect_error(biased, c16, [&](AttentionArgs& x) { x.bias = h16.view(); }, ErrorCode::DType,
+                 "bias is fp16 but must be fp32 or the inputs' dtype (bf16)");
+  }
 }
 
 TEST_F(Validate, BlockMaskMissingUnusedOrMisfit) {

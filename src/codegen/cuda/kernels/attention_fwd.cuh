@@ -247,11 +247,13 @@ struct FwdKernel {
 
   // additive_bias: the bias row of virtual row r (query i of head h, W::row_of) from the block's
   // first key on, or null past the queries. Padding rows of a GQA-packed decode tile map to heads
-  // past the group (row_of): only real rows (r < w.rows) may form a bias pointer.
-  static __device__ __forceinline__ const float* bias_row_of(const FwdParams& p, const W& w, int r, int i, int h) {
-    return i < w.len_q && r < w.rows
-               ? p.bias + w.b * p.bias_stride[0] + h * p.bias_stride[1] + (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
-               : nullptr;
+  // past the group (row_of): only real rows (r < w.rows) may form a bias pointer. B is the bias's
+  // element: float, or the kernel's Element where FwdParams::bias_16bit says so.
+  template <class B>
+  static __device__ __forceinline__ const B* bias_row_of(const FwdParams& p, const W& w, int r, int i, int h) {
+    return i < w.len_q && r < w.rows ? static_cast<const B*>(p.bias) + w.b * p.bias_stride[0] + h * p.bias_stride[1] +
+                                           (w.q_row0 + i) * p.bias_stride[2] + w.k_row0
+                                     : nullptr;
   }
 
   // additive_bias: row `row`'s bias at this thread's cells of the warp's key slice (column
@@ -293,6 +295,52 @@ struct FwdKernel {
           v[n][e] = row && (!kBounded || j < len_k) ? row[j] : 0.f;
         }
     }
+  }
+
+  // additive_bias in the inputs' 16-bit dtype: the fp32 form's pairing with 8-byte loads (four
+  // keys), so each pair of a quad swaps one 32-bit word (two keys) per 16 keys. The row must be
+  // 8-byte aligned at the slice (bias strides that are multiples of 4); other rows take 2-byte
+  // loads. Half the fp32 form's bytes for the same loads and shuffles.
+  template <bool kBounded>
+  static __device__ __forceinline__ void bias_values16(const Element* row, int j0, int len_k, int t,
+                                                       float (&v)[kNT][2]) {
+    const int k0 = j0 - 2 * t;
+    const bool quad = row && (!kBounded || k0 + kBNW <= len_k) &&
+                      (reinterpret_cast<unsigned long long>(row + k0) & 7ull) == 0;
+    const bool odd = t & 1;
+    const Element* src = quad ? row + k0 + 4 * (t >> 1) + 8 * (t & 1) : nullptr;
+#pragma unroll
+    for (int s = 0; s < kNT / 2; ++s) {
+      uint2 x = {0u, 0u};
+      if (quad) x = *reinterpret_cast<const uint2*>(src + 16 * s);
+      const u32 r = __shfl_xor_sync(0xffffffffu, odd ? x.x : x.y, 1);
+      const u32 lo = odd ? r : x.x, hi = odd ? x.y : r;  // keys 2t, 2t + 1 of groups 2s and 2s + 1
+      unpack2<Element>(lo, v[2 * s][0], v[2 * s][1]);
+      unpack2<Element>(hi, v[2 * s + 1][0], v[2 * s + 1][1]);
+    }
+    if (!quad) {
+#pragma unroll
+      for (int n = 0; n < kNT; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = j0 + 8 * n + e;
+          v[n][e] = row && (!kBounded || j < len_k) ? ElementTraits<Element>::to_float(row[j].bits) : 0.f;
+        }
+    }
+  }
+
+  // additive_bias: the values of row r (bias_row_of) at this thread's cells, in whichever dtype
+  // the call's bias has (the choice is one uniform branch per row).
+  template <bool kBounded>
+  static __device__ __forceinline__ void row_bias(const FwdParams& p, const W& w, int r, int i, int h, int j0,
+                                                  int t, float (&v)[kNT][2]) {
+    if constexpr (sizeof(Element) == 2) {
+      if (p.bias_16bit) {
+        bias_values16<kBounded>(bias_row_of<Element>(p, w, r, i, h), j0, w.len_k, t, v);
+        return;
+      }
+    }
+    bias_values<kBounded>(bias_row_of<float>(p, w, r, i, h), j0, w.len_k, t, v);
   }
 
   // rope_window (mma.sync): add each boundary pair's term q_a k_a + q_b k_b to the raw scores of
@@ -371,7 +419,7 @@ struct FwdKernel {
           slope = p.alibi_slopes ? p.alibi_slopes[h] : standard_alibi_slope(h, p.heads_q);
         float bias[kNT][2];
         if constexpr (Spec::kBias)
-          bias_values<kMask>(bias_row_of(p, w, acc_row(w, warp, a, g, hf), i, h), n0 + kn + 2 * t, w.len_k, t, bias);
+          row_bias<kMask>(p, w, acc_row(w, warp, a, g, hf), i, h, n0 + kn + 2 * t, t, bias);
         float tile_max = neg_inf();
         // This row keeps the cells of column offset n * 8 + e (from column n0 + kn + 2t)
         // in [lo_c, hi_c) (key_range).

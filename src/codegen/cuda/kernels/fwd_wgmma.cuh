@@ -240,20 +240,25 @@ struct WgmmaMainloop {
   }
 
   // Additive bias: each thread asks L1 for one 128-byte line of each of its two rows' bias over
-  // key tile n0 (a quad's four threads cover 128 keys), right after the tile's products are
-  // issued, so that the softmax's per-cell bias loads (the modifier hook) find their lines there
-  // instead of waiting on L2 or DRAM after S. Only real rows and lines that start inside the
-  // sequence are asked for.
+  // key tile n0 (a quad's four threads cover 128 keys of an fp32 bias, 256 of a 16-bit one), right
+  // after the tile's products are issued, so that the softmax's per-cell bias loads (the modifier
+  // hook) find their lines there instead of waiting on L2 or DRAM after S. Only real rows and
+  // lines that start inside the sequence are asked for.
   static __device__ __forceinline__ void prefetch_bias(const FwdParams& p, const W& w, int warp, int g, int t,
                                                        int n0) {
-    const int j = n0 + 32 * t;
-    if (32 * t >= kBN || j >= w.len_k) return;
+    const int per_line = sizeof(Element) == 2 && p.bias_16bit ? 64 : 32;  // keys per 128-byte line
+    const int j = n0 + per_line * t;
+    if (per_line * t >= kBN || j >= w.len_k) return;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       const int r = Kernel::acc_row(w, warp, 0, g, hf);
       int i, h;
       w.row_of(r, i, h);
-      if (const float* row = Kernel::bias_row_of(p, w, r, i, h)) prefetch_l1(row + j);
+      if (per_line == 64) {
+        if (const Element* row = Kernel::template bias_row_of<Element>(p, w, r, i, h)) prefetch_l1(row + j);
+      } else if (const float* row = Kernel::template bias_row_of<float>(p, w, r, i, h)) {
+        prefetch_l1(row + j);
+      }
     }
   }
 

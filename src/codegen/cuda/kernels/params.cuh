@@ -46,7 +46,7 @@ struct FwdParams {
   const void* v;  // [B, Hkv, Nk, Dv]
   void* o;        // [B, Hq, Nq, Dv]
   float* lse;     // [B, Hq, Nq] or null
-  const float* bias;          // additive_bias: [1|B, 1|Hq, Nq, Nk] fp32, or null
+  const void* bias;           // additive_bias: [1|B, 1|Hq, Nq, Nk] fp32 or the inputs' dtype, or null
   const float* alibi_slopes;  // custom ALiBi slopes per query head, or null (standard)
 
   af_i64 q_stride[3];  // batch, head, row
@@ -65,6 +65,7 @@ struct FwdParams {
   float softcap;       // softcap c
   float inv_softcap;   // 1 / c
   int window;          // sliding_window w: keep |delta| < w
+  int bias_16bit;      // additive_bias: 1 when the bias is in the inputs' 16-bit dtype, 0 when fp32
 
   RopeArgs rope;       // rope / rope_window only
 
