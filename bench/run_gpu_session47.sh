@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Forty-seventh session, first call (carry .devcarry from bench/make_device_carry.sh at 8df82aa):
+# Forty-seventh session, first call (carry .devcarry from bench/make_device_carry.sh at HEAD):
 #   1. the GPU tests that run bias programs (CudaForward, CudaDecode.EveryCombinator and
 #      DtypesAndHeadDims) in 6 shards: 8df82aa changed how the softmax passes feed the bias
-#      values, and had not run on a GPU;
-#   2. additive bias with the peers (gpu_peers.py --suite full --filter "additive bias"): the
-#      16-byte bias loads had only run on an H100;
+#      values, and the bias in the inputs' 16-bit dtype (FwdParams::bias_16bit) is new;
+#   2. additive bias with the peers (gpu_peers.py --suite full --filter "additive bias"): an fp32
+#      bias (the 16-byte loads had only run on an H100) and one in the inputs' dtype;
 #   3. gpu_decode.py --suite all with the peers (decode, paged, BigBird, documents with the ragged
 #      varlen split rule, which had not run on an H200).
 # CAP bounds the whole (default 480 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
