@@ -291,7 +291,7 @@ def suite(kind):
                       softcap=50.0, **llama))
     cases.append(Case("relu causal llama3-8b", f"relu_attention(causal({sdp})) @ V", N=N, causal=True, relu=True, **llama))
     cases.append(Case("additive bias gpt2", f"softmax(additive_bias({sdp})) @ V", N=4096, bias=True, **gpt2))
-    cases.append(Case("additive bias gpt2, bias in the inputs' dtype", f"softmax(additive_bias({sdp})) @ V", N=4096,
+    cases.append(Case("additive bias gpt2, 16-bit bias", f"softmax(additive_bias({sdp})) @ V", N=4096,
                       bias="inputs", **gpt2))
     return cases
 
