@@ -63,8 +63,9 @@ TEST(AttentionKernelOnHost, ModifiersAndRopeWindowPerCell) {
 // Additive bias: the batch entries of a query tile run side by side (grid x = (slot x B + b) x S
 // + split, one z; CudaKernel::plan), the bias broadcast over the batch or given per entry, and a
 // split decode call merges its parts on counters taken in that order. 121 keys leave most
-// bias rows unaligned to 16 bytes (8 bytes for a 16-bit bias), which the quads' wide bias loads
-// must fall back from (bias_values, bias_values16). The bias is fp32 or in the inputs' dtype.
+// bias rows unaligned to 16 bytes, which the quads' wide bias loads must fall back from
+// (bias_values, bias_values16); 136 keys align every 16-bit row. The bias is fp32 or in the
+// inputs' dtype (16-byte loads on the prefill tile, 8-byte ones on the narrow decode tile).
 TEST(AttentionKernelOnHost, BiasBatchEntriesRunSideBySide) {
   std::mt19937 rng(47);
   constexpr Features kBias{.bias = true};
@@ -73,6 +74,7 @@ TEST(AttentionKernelOnHost, BiasBatchEntriesRunSideBySide) {
   check_kernel<HostSpec<bf16_t, 64, kPrefill64, kBias>>(prog, 3, 2, 1, 97, 120, 1, rng, {.bias_batches = 3});
   check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kBias>>(prog, 3, 4, 1, 1, 150, 2, rng);
   check_kernel<HostSpec<bf16_t, 64, kPrefill64, kBias>>(prog, 3, 2, 1, 97, 121, 1, rng, {.bias_16bit = true});
+  check_kernel<HostSpec<bf16_t, 64, kPrefill64, kBias>>(prog, 2, 2, 1, 70, 136, 1, rng, {.bias_16bit = true});
   check_kernel<HostSpec<f16_t, 64, kPrefill64, kBias>>(prog, 2, 2, 1, 97, 120, 1, rng,
                                                        {.bias_batches = 2, .bias_16bit = true});
   check_kernel<HostSpec<f16_t, 64, kDecodeSplit, kBias>>(prog, 3, 4, 1, 1, 150, 2, rng, {.bias_16bit = true});
