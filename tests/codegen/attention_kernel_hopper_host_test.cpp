@@ -54,7 +54,7 @@ TEST(HopperKernelOnHost, WgmmaTilesWithModifiersAndWindows) {
   check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.alibi = true}>>(
       "softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V", 1, 4, 2, 170, 700, 1, rng);
   // An additive bias broadcast over three batch entries, which run side by side in x; then one in
-  // the inputs' dtype (its lines prefetched 64 keys apart), every row 16-byte aligned (200 keys)
+  // the inputs' dtype (its lines prefetched 64 keys apart), every row 8-byte aligned (200 keys)
   // and most rows not (203).
   check_kernel<HostSpec<bf16_t, 64, kWgmma128Loader, Features{.bias = true}>>(
       "softmax(additive_bias(causal(scaled_dot_product(Q, K)))) @ V", 3, 1, 1, 140, 200, 1, rng);

@@ -65,7 +65,7 @@ TEST(AttentionKernelOnHost, ModifiersAndRopeWindowPerCell) {
 // split decode call merges its parts on counters taken in that order. 121 keys leave most
 // bias rows unaligned to 16 bytes, which the quads' wide bias loads must fall back from
 // (bias_values, bias_values16); 136 keys align every 16-bit row. The bias is fp32 or in the
-// inputs' dtype (16-byte loads on the prefill tile, 8-byte ones on the narrow decode tile).
+// inputs' dtype.
 TEST(AttentionKernelOnHost, BiasBatchEntriesRunSideBySide) {
   std::mt19937 rng(47);
   constexpr Features kBias{.bias = true};

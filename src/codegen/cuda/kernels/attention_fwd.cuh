@@ -297,58 +297,31 @@ struct FwdKernel {
     }
   }
 
-  // additive_bias in the inputs' 16-bit dtype. A warp's load covers eight rows whatever its width,
-  // so what a bias tile costs is its load instructions (their L1 wavefronts), not its bytes: each
-  // thread reads 16 bytes, a whole 8-key group, per 32 keys, and the quad transposes the four
-  // groups' words among its threads (thread t keeps word t, keys 2t and 2t + 1, of each) by two
-  // butterfly rounds of two shuffles: half the loads of the fp32 form per key. Tiles whose warp
-  // slice is not a multiple of 32 keys pair 8-byte loads instead (four keys; one word swapped per
-  // 16 keys). Rows not aligned to the load at the slice, or reaching past len_k, take 2-byte loads.
+  // additive_bias in the inputs' 16-bit dtype: the fp32 form's pairing with 8-byte loads (four
+  // keys), so each pair of a quad swaps one 32-bit word (two keys) per 16 keys. The row must be
+  // 8-byte aligned at the slice (bias strides that are multiples of 4); other rows take 2-byte
+  // loads. Half the fp32 form's bytes for the same loads and shuffles, 4% faster than fp32 on an
+  // H100 (GPT-2 4k). 16-byte loads of whole 8-key groups, transposed in the quad by two shuffle
+  // rounds (half the loads per key), timed level with this form and were not kept
+  // (bench/experiments/bias16_quad_transpose.patch).
   template <bool kBounded>
   static __device__ __forceinline__ void bias_values16(const Element* row, int j0, int len_k, int t,
                                                        float (&v)[kNT][2]) {
     const int k0 = j0 - 2 * t;
-    constexpr bool kWide = kNT % 4 == 0;
-    constexpr unsigned long long kAlign = kWide ? 15ull : 7ull;
-    const bool vec = row && (!kBounded || k0 + kBNW <= len_k) &&
-                     (reinterpret_cast<unsigned long long>(row + k0) & kAlign) == 0;
-    const bool b0 = t & 1, b1 = t & 2;
-    if constexpr (kWide) {
-      const Element* src = vec ? row + k0 + 8 * t : nullptr;  // group t of each 32 keys
+    const bool quad = row && (!kBounded || k0 + kBNW <= len_k) &&
+                      (reinterpret_cast<unsigned long long>(row + k0) & 7ull) == 0;
+    const bool odd = t & 1;
+    const Element* src = quad ? row + k0 + 4 * (t >> 1) + 8 * (t & 1) : nullptr;
 #pragma unroll
-      for (int s = 0; s < kNT / 4; ++s) {
-        uint4 x = {0u, 0u, 0u, 0u};
-        if (vec) x = *reinterpret_cast<const uint4*>(src + 32 * s);
-        // Round 1, lanes t and t ^ 2: keep words w0, w0 + 1 (w0 = t & 2) of group t, receive the
-        // same words of group t ^ 2.
-        const u32 k0w = b1 ? x.z : x.x, k1w = b1 ? x.w : x.y;
-        const u32 r0 = __shfl_xor_sync(0xffffffffu, b1 ? x.x : x.z, 2);
-        const u32 r1 = __shfl_xor_sync(0xffffffffu, b1 ? x.y : x.w, 2);
-        // Round 2, lanes t and t ^ 1: keep word t of groups t and t ^ 2, receive word t of groups
-        // t ^ 1 and t ^ 3.
-        const u32 ga = b0 ? k1w : k0w, gb = b0 ? r1 : r0;
-        const u32 ra = __shfl_xor_sync(0xffffffffu, b0 ? k0w : k1w, 1);
-        const u32 rb = __shfl_xor_sync(0xffffffffu, b0 ? r0 : r1, 1);
-        // Group u's word sits at u ^ t of (ga, ra, gb, rb).
-        const u32 a0 = b0 ? ra : ga, a1 = b0 ? ga : ra, c0 = b0 ? rb : gb, c1 = b0 ? gb : rb;
-        unpack2<Element>(b1 ? c0 : a0, v[4 * s][0], v[4 * s][1]);
-        unpack2<Element>(b1 ? c1 : a1, v[4 * s + 1][0], v[4 * s + 1][1]);
-        unpack2<Element>(b1 ? a0 : c0, v[4 * s + 2][0], v[4 * s + 2][1]);
-        unpack2<Element>(b1 ? a1 : c1, v[4 * s + 3][0], v[4 * s + 3][1]);
-      }
-    } else {
-      const Element* src = vec ? row + k0 + 4 * (t >> 1) + 8 * (t & 1) : nullptr;
-#pragma unroll
-      for (int s = 0; s < kNT / 2; ++s) {
-        uint2 x = {0u, 0u};
-        if (vec) x = *reinterpret_cast<const uint2*>(src + 16 * s);
-        const u32 r = __shfl_xor_sync(0xffffffffu, b0 ? x.x : x.y, 1);
-        const u32 lo = b0 ? r : x.x, hi = b0 ? x.y : r;  // keys 2t, 2t + 1 of groups 2s and 2s + 1
-        unpack2<Element>(lo, v[2 * s][0], v[2 * s][1]);
-        unpack2<Element>(hi, v[2 * s + 1][0], v[2 * s + 1][1]);
-      }
+    for (int s = 0; s < kNT / 2; ++s) {
+      uint2 x = {0u, 0u};
+      if (quad) x = *reinterpret_cast<const uint2*>(src + 16 * s);
+      const u32 r = __shfl_xor_sync(0xffffffffu, odd ? x.x : x.y, 1);
+      const u32 lo = odd ? r : x.x, hi = odd ? x.y : r;  // keys 2t, 2t + 1 of groups 2s and 2s + 1
+      unpack2<Element>(lo, v[2 * s][0], v[2 * s][1]);
+      unpack2<Element>(hi, v[2 * s + 1][0], v[2 * s + 1][1]);
     }
-    if (!vec) {
+    if (!quad) {
 #pragma unroll
       for (int n = 0; n < kNT; ++n)
 #pragma unroll
