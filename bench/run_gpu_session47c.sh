@@ -3,7 +3,9 @@
 # .devcarry (bench/make_device_carry.sh at 579b4be) with .devcarry/kd/base (the kernels of
 # 2026-12-06's HEAD, src/codegen/cuda/kernels copied) and .devcarry/kd/ahead (the same with
 # prefetch_bias asking for the NEXT tile's lines, a whole iteration ahead, instead of the current
-# tile's just before the wait for S; made by the python snippet in this script's commit message).
+# tile's just before the wait for S: fwd_wgmma.cuh's two `prefetch_bias(p, w, warp, g, t, n0)`
+# calls replaced by `if (it + 1 < w.it_end) prefetch_bias(p, w, warp, g, t, w.tile(p, it + 1) * kBN)`).
+# Result: slower, not kept (bench/results/2026-12-06-h100-session47/call3/).
 #   1. both bias cases (gpt2 4k, fp32 and 16-bit bias), ours only, two interleaved rounds;
 #   2. the GPU tests that run bias programs on `ahead`, as time allows.
 # CAP bounds the whole (default 200 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
