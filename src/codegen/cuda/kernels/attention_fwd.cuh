@@ -38,6 +38,36 @@ struct CellCtx {
 template <class Kernel>
 struct WgmmaMainloop;  // fwd_wgmma.cuh: the Hopper loop over key tiles
 
+// additive_bias: a chunk of four keys of a bias row (FwdKernel::bias_values reads it from an
+// address aligned to its size), its two key pairs (keys 0-1 and 2-3), the swap of a pair with the
+// other thread of a quad's pair, and one key read alone. A 16-bit bias is the kernel's Element:
+// 8-byte chunks, a pair per 32-bit word.
+template <class B, class Element>
+struct BiasQuad {
+  using Chunk = uint2;
+  using Pair = u32;
+  static __device__ __forceinline__ Pair lo(const Chunk& c) { return c.x; }
+  static __device__ __forceinline__ Pair hi(const Chunk& c) { return c.y; }
+  static __device__ __forceinline__ Pair swap(Pair p) { return __shfl_xor_sync(0xffffffffu, p, 1); }
+  static __device__ __forceinline__ void put(Pair p, float (&v)[2]) { unpack2<Element>(p, v[0], v[1]); }
+  static __device__ __forceinline__ float at(const B* row, int j) {
+    return ElementTraits<Element>::to_float(row[j].bits);
+  }
+};
+// An fp32 bias: 16-byte chunks, a pair per two floats.
+template <class Element>
+struct BiasQuad<float, Element> {
+  using Chunk = float4;
+  using Pair = float2;
+  static __device__ __forceinline__ Pair lo(const Chunk& c) { return make_float2(c.x, c.y); }
+  static __device__ __forceinline__ Pair hi(const Chunk& c) { return make_float2(c.z, c.w); }
+  static __device__ __forceinline__ Pair swap(Pair p) {
+    return make_float2(__shfl_xor_sync(0xffffffffu, p.x, 1), __shfl_xor_sync(0xffffffffu, p.y, 1));
+  }
+  static __device__ __forceinline__ void put(Pair p, float (&v)[2]) { v[0] = p.x, v[1] = p.y; }
+  static __device__ __forceinline__ float at(const float* row, int j) { return row[j]; }
+};
+
 template <class Spec>
 struct FwdKernel {
   using SpecType = Spec;
@@ -258,33 +288,35 @@ struct FwdKernel {
 
   // additive_bias: row `row`'s bias at this thread's cells of the warp's key slice (column
   // n * 8 + e from key j0 = n0 + kn + 2t), 0 past len_k (kBounded: the slice may reach past it)
-  // or where the row is null. A warp's bias load touches eight rows' lines (its accumulator
-  // layout), so the loads' L1 wavefronts, not the tensor cores, bound a bias tile. Where the row
-  // is 16-byte aligned at the slice (bias strides that are multiples of 4, as torch's contiguous
-  // tensors of such lengths have) and the slice lies before len_k, the two threads of each pair
-  // in a quad read 16 contiguous bytes each per 16 keys and swap halves: thread t holds keys 2t,
+  // or where the row is null; B is float or the kernel's 16-bit Element (BiasQuad). A warp's bias
+  // load touches eight rows' lines (its accumulator layout), so the loads' L1 wavefronts, not the
+  // tensor cores, bound a bias tile. Where the row is aligned to a chunk of four keys at the slice
+  // (16 bytes of fp32, 8 of a 16-bit bias: bias strides that are multiples of 4, as torch's
+  // contiguous tensors of such lengths have) and the slice lies before len_k, the two threads of
+  // each pair in a quad read two chunks each per 16 keys and swap halves: thread t holds keys 2t,
   // 2t + 1 of each 8-key group, so thread t loads keys 4(t/2) + 8(t&1) .. + 3 and keeps the half
-  // that is its own: a quarter of the 4-byte form's loads and L1 wavefronts. Other rows take
-  // 4-byte loads. The choice is made per row, so no load waits behind a branch (a
-  // test per key pair serialised them: 3.61 against 1.37-1.39 ms on an H100). Every lane runs
-  // the shuffles (the quad's rows are one row, so both take the same path).
-  template <bool kBounded>
-  static __device__ __forceinline__ void bias_values(const float* row, int j0, int len_k, int t, float (&v)[kNT][2]) {
+  // that is its own: a quarter of the one-key form's loads and L1 wavefronts. Other rows take
+  // one-key loads. The choice is made per row, so no load waits behind a branch (a test per key
+  // pair serialised them: 3.61 against 1.37-1.39 ms on an H100). Every lane runs the shuffles
+  // (the quad's rows are one row, so both take the same path). A 16-bit bias costs the same loads
+  // for half the bytes: 4% faster than fp32 on an H100 (GPT-2 4k). Its 16-byte loads of whole
+  // 8-key groups, transposed in the quad by two shuffle rounds (half the loads per key), timed
+  // level and were not kept (bench/experiments/bias16_quad_transpose.patch).
+  template <bool kBounded, class B>
+  static __device__ __forceinline__ void bias_values(const B* row, int j0, int len_k, int t, float (&v)[kNT][2]) {
+    using Q = BiasQuad<B, Element>;
     const int k0 = j0 - 2 * t;
     const bool quad = row && (!kBounded || k0 + kBNW <= len_k) &&
-                      (reinterpret_cast<unsigned long long>(row + k0) & 15ull) == 0;
+                      (reinterpret_cast<unsigned long long>(row + k0) & (sizeof(typename Q::Chunk) - 1)) == 0;
     const bool odd = t & 1;
-    const float* src = quad ? row + k0 + 4 * (t >> 1) + 8 * (t & 1) : nullptr;
+    const B* src = quad ? row + k0 + 4 * (t >> 1) + 8 * (t & 1) : nullptr;
 #pragma unroll
     for (int s = 0; s < kNT / 2; ++s) {
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (quad) x = *reinterpret_cast<const float4*>(src + 16 * s);
-      const float r0 = __shfl_xor_sync(0xffffffffu, odd ? x.x : x.z, 1);
-      const float r1 = __shfl_xor_sync(0xffffffffu, odd ? x.y : x.w, 1);
-      v[2 * s][0] = odd ? r0 : x.x;
-      v[2 * s][1] = odd ? r1 : x.y;
-      v[2 * s + 1][0] = odd ? x.z : r0;
-      v[2 * s + 1][1] = odd ? x.w : r1;
+      typename Q::Chunk x = {};
+      if (quad) x = *reinterpret_cast<const typename Q::Chunk*>(src + 16 * s);
+      const typename Q::Pair r = Q::swap(odd ? Q::lo(x) : Q::hi(x));  // keys 2t, 2t + 1 of the other group
+      Q::put(odd ? r : Q::lo(x), v[2 * s]);
+      Q::put(odd ? Q::hi(x) : r, v[2 * s + 1]);
     }
     if (!quad) {
 #pragma unroll
@@ -292,42 +324,7 @@ struct FwdKernel {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = j0 + 8 * n + e;
-          v[n][e] = row && (!kBounded || j < len_k) ? row[j] : 0.f;
-        }
-    }
-  }
-
-  // additive_bias in the inputs' 16-bit dtype: the fp32 form's pairing with 8-byte loads (four
-  // keys), so each pair of a quad swaps one 32-bit word (two keys) per 16 keys. The row must be
-  // 8-byte aligned at the slice (bias strides that are multiples of 4); other rows take 2-byte
-  // loads. Half the fp32 form's bytes for the same loads and shuffles, 4% faster than fp32 on an
-  // H100 (GPT-2 4k). 16-byte loads of whole 8-key groups, transposed in the quad by two shuffle
-  // rounds (half the loads per key), timed level with this form and were not kept
-  // (bench/experiments/bias16_quad_transpose.patch).
-  template <bool kBounded>
-  static __device__ __forceinline__ void bias_values16(const Element* row, int j0, int len_k, int t,
-                                                       float (&v)[kNT][2]) {
-    const int k0 = j0 - 2 * t;
-    const bool quad = row && (!kBounded || k0 + kBNW <= len_k) &&
-                      (reinterpret_cast<unsigned long long>(row + k0) & 7ull) == 0;
-    const bool odd = t & 1;
-    const Element* src = quad ? row + k0 + 4 * (t >> 1) + 8 * (t & 1) : nullptr;
-#pragma unroll
-    for (int s = 0; s < kNT / 2; ++s) {
-      uint2 x = {0u, 0u};
-      if (quad) x = *reinterpret_cast<const uint2*>(src + 16 * s);
-      const u32 r = __shfl_xor_sync(0xffffffffu, odd ? x.x : x.y, 1);
-      const u32 lo = odd ? r : x.x, hi = odd ? x.y : r;  // keys 2t, 2t + 1 of groups 2s and 2s + 1
-      unpack2<Element>(lo, v[2 * s][0], v[2 * s][1]);
-      unpack2<Element>(hi, v[2 * s + 1][0], v[2 * s + 1][1]);
-    }
-    if (!quad) {
-#pragma unroll
-      for (int n = 0; n < kNT; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = j0 + 8 * n + e;
-          v[n][e] = row && (!kBounded || j < len_k) ? ElementTraits<Element>::to_float(row[j].bits) : 0.f;
+          v[n][e] = row && (!kBounded || j < len_k) ? Q::at(row, j) : 0.f;
         }
     }
   }
@@ -339,7 +336,7 @@ struct FwdKernel {
                                                   int t, float (&v)[kNT][2]) {
     if constexpr (sizeof(Element) == 2) {
       if (p.bias_16bit) {
-        bias_values16<kBounded>(bias_row_of<Element>(p, w, r, i, h), j0, w.len_k, t, v);
+        bias_values<kBounded>(bias_row_of<Element>(p, w, r, i, h), j0, w.len_k, t, v);
         return;
       }
     }
