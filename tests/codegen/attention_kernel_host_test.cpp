@@ -64,7 +64,7 @@ TEST(AttentionKernelOnHost, ModifiersAndRopeWindowPerCell) {
 // + split, one z; CudaKernel::plan), the bias broadcast over the batch or given per entry, and a
 // split decode call merges its parts on counters taken in that order. 121 keys leave most
 // bias rows unaligned to 16 bytes, which the quads' wide bias loads must fall back from
-// (bias_values, bias_values16); 136 keys align every 16-bit row. The bias is fp32 or in the
+// (bias_values, both dtypes); 136 keys align every 16-bit row. The bias is fp32 or in the
 // inputs' dtype.
 TEST(AttentionKernelOnHost, BiasBatchEntriesRunSideBySide) {
   std::mt19937 rng(47);
