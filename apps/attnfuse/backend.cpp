@@ -8,7 +8,6 @@
 
 #include "attnfuse/error.hpp"
 #include "codegen/cuda/emit.hpp"
-#include "common/dtype.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
 #include "runtime/device_buffer.hpp"

@@ -60,7 +60,9 @@ int raw(const E& e) {
   return v;
 }
 
-attnfuse::DType to_dtype(int t) {  // checked by the caller
+bool is_dtype(int t) { return t == ATTNFUSE_FP32 || t == ATTNFUSE_BF16 || t == ATTNFUSE_FP16; }
+
+attnfuse::DType to_dtype(int t) {  // checked by the caller (is_dtype)
   switch (t) {
     case ATTNFUSE_BF16: return attnfuse::DType::BF16;
     case ATTNFUSE_FP16: return attnfuse::DType::F16;
@@ -150,7 +152,7 @@ attnfuse_status attnfuse_compile_rope(const char* program, attnfuse_device devic
   if (dev != ATTNFUSE_DEVICE_CPU && dev != ATTNFUSE_DEVICE_CUDA)
     return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
                 "device must be ATTNFUSE_DEVICE_CPU or ATTNFUSE_DEVICE_CUDA (got " + std::to_string(dev) + ")");
-  if (dt != ATTNFUSE_FP32 && dt != ATTNFUSE_BF16 && dt != ATTNFUSE_FP16)
+  if (!is_dtype(dt))
     return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
                 "dtype must be ATTNFUSE_FP32, ATTNFUSE_BF16 or ATTNFUSE_FP16 (got " + std::to_string(dt) + ")");
   if (mode < ATTNFUSE_ROPE_AUTO || mode > ATTNFUSE_ROPE_PREROTATE)
@@ -190,7 +192,7 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
     }
     if (args->bias) {
       const int bt = raw(args->bias_dtype);
-      if (bt != ATTNFUSE_FP32 && bt != ATTNFUSE_BF16 && bt != ATTNFUSE_FP16)
+      if (!is_dtype(bt))
         throw attnfuse::Error(attnfuse::ErrorCode::DType, "bias_dtype must be ATTNFUSE_FP32, ATTNFUSE_BF16 or "
                                                           "ATTNFUSE_FP16 (got " + std::to_string(bt) + ")");
       a.bias = to_view(*args->bias, to_dtype(bt));  // validate() takes fp32 or the kernel's dtype

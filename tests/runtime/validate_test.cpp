@@ -177,8 +177,6 @@ TEST_F(Validate, BiasShapeAndDtype) {
   EXPECT_NO_THROW(validate(biased, a));
 }
 
-// The CUDA kernel reads an fp32 bias; a bias in the inputs' 16-bit dtype, which the CPU takes,
-// is refused there before it could be misread.
 // Both backends take a bias in fp32 or in the inputs' dtype (the CUDA kernel reads either,
 // FwdParams::bias_16bit); the other 16-bit type is refused.
 TEST_F(Validate, BiasIsFp32OrTheInputsDtypeOnBothBackends) {
