@@ -17,7 +17,7 @@
 #include "runtime/cuda_backend_internal.hpp"
 #include "runtime/cuda_knobs.hpp"
 #include "runtime/device_block_mask.hpp"
-#include "runtime/device_slopes.hpp"
+#include "runtime/device_constants.hpp"
 #include "runtime/rope_args.hpp"
 #include "runtime/sparse_work.hpp"
 #include "runtime/stream_workspace.hpp"
@@ -89,11 +89,6 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
                             q_offset, Nq, Nk));
   const bool rope = spec_.score != ScoreKind::ScaledDot;
   const bool device_lengths = args.paged || args.cu_seqlens_k;  // lengths the host cannot read
-  if (rope && device_lengths &&
-      (scalars.rope.rope_type == RopeScaling::Dynamic || scalars.rope.rope_type == RopeScaling::Longrope))
-    throw Error(ErrorCode::Unsupported,
-                "dynamic and longrope scalings depend on the sequence length, which a CUDA call with a paged "
-                "cache or documents keeps in device memory; run it on the CPU or use a static scaling");
 
   const LaunchPlan pl = plan(args, scalars, tuning);
   const LoadedModule& m = *pl.module;
@@ -187,15 +182,23 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   p.inv_softcap = scalars.softcap > 0 ? static_cast<float>(1.0 / scalars.softcap) : 0.f;
   p.window = static_cast<int>(std::min<int64_t>(scalars.window, INT32_MAX));
   // Standard slopes are computed in the kernel from the head (work.cuh standard_alibi_slope);
-  // custom ones are read from a device copy made on the set's first launch (device_slopes.hpp).
+  // custom ones are read from a device copy made on the set's first launch (device_constants.hpp).
   if (spec_.modifiers.has(ModifierKind::Alibi) && scalars.alibi == AlibiSlopes::Custom) {
     std::vector<float> slopes(static_cast<size_t>(Hq));
     for (int64_t h = 0; h < Hq; ++h) slopes[size_t(h)] = static_cast<float>(reference::alibi_slope(scalars, h, Hq));
     p.alibi_slopes = device_alibi_slopes(slopes);
   }
   if (rope) {
-    p.rope = rope_args(scalars.rope, spec_.score == ScoreKind::RopeWindow, spec_.head_dim,
-                       device_lengths ? 0 : reference::rope_seq_len(args));
+    const bool windowed = spec_.score == ScoreKind::RopeWindow;
+    if (device_lengths) {
+      // Dynamic and longrope depend on the call's length, which the kernel finds (FwdParams::rope_len).
+      const DeviceLengthRope& d = device_length_rope_args(scalars.rope, windowed, spec_.head_dim);
+      p.rope = d.args;
+      p.rope_len = d.rule;
+      if (!d.long_set.empty()) p.rope_len.long_set = device_rope_set(d.long_set);
+    } else {
+      p.rope = rope_args(scalars.rope, windowed, spec_.head_dim, reference::rope_seq_len(args));
+    }
     if (const auto& t = args.rope_tables) {  // device memory, [positions, half]
       p.rope.cos_table = t->cos;
       p.rope.sin_table = t->sin;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
+#include <utility>
 
 #include "attnfuse/error.hpp"
 #include "rope/frequencies.hpp"
@@ -61,6 +63,39 @@ const attnfuse_kernels::RopeArgs& rope_args(const RopeParams& params, bool windo
   }
   last = Entry{true, params, windowed, head_dim, key_len, a};
   return last.args;
+}
+
+const DeviceLengthRope& device_length_rope_args(const RopeParams& params, bool windowed, int head_dim) {
+  struct Entry {
+    bool valid = false;
+    RopeParams params;
+    bool windowed = false;
+    int head_dim = 0;
+    DeviceLengthRope rope;
+  };
+  thread_local Entry last;
+  if (last.valid && last.windowed == windowed && last.head_dim == head_dim && last.params == params) return last.rope;
+
+  // Length 0 is "not known": dynamic's default frequencies, longrope's short factors, which are
+  // the ones of every length up to the original context.
+  DeviceLengthRope d{rope_args(params, windowed, head_dim, 0), {}, {}};
+  const int64_t orig = params.original_max_position_embeddings;
+  if (params.rope_type == RopeScaling::Dynamic && orig > 0) {
+    d.rule.rule = attnfuse_kernels::kRopeLenDynamic;
+    d.rule.dyn_base = params.base;
+    d.rule.dyn_factor = params.factor;
+  } else if (params.rope_type == RopeScaling::Longrope && orig > 0) {
+    d.rule.rule = attnfuse_kernels::kRopeLenLongrope;
+    const attnfuse_kernels::RopeArgs& longer = rope_args(params, windowed, head_dim, orig + 1);
+    const int half = longer.half;
+    d.long_set.assign(static_cast<size_t>(half + (half + 1) / 2), 0);
+    std::copy(longer.turn, longer.turn + half, d.long_set.begin());
+    std::memcpy(d.long_set.data() + half, longer.limit, sizeof(int) * static_cast<size_t>(half));
+  }
+  d.rule.orig = orig;
+  d.rule.window_k = windowed ? params.window_k : 0.0;
+  last = Entry{true, params, windowed, head_dim, std::move(d)};
+  return last.rope;
 }
 
 }  // namespace attnfuse::runtime

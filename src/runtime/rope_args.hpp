@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "attnfuse/kernel_spec.hpp"
 #include "codegen/cuda/kernels/params.cuh"
@@ -20,5 +21,19 @@ uint64_t turn_fraction(double inv_freq);
 // call with the same RoPE costs a comparison, not a frequency computation.
 const attnfuse_kernels::RopeArgs& rope_args(const RopeParams& params, bool windowed, int head_dim,
                                             int64_t seq_len);
+
+// The RoPE arguments of a call whose lengths are device memory (paged caches and documents on
+// CUDA), which the host cannot read: rope_args at lengths up to the original context, and the
+// rule a block applies when the call is longer (FwdParams::rope_len: dynamic computes its
+// frequencies from the length, longrope switches to its long factors). For longrope, long_set
+// holds that set as RopeLengthRule::long_set reads it (half turns, then half limits as ints, two
+// per word); the caller places a copy in device memory and points rule.long_set at it. Cached
+// per thread as rope_args is.
+struct DeviceLengthRope {
+  attnfuse_kernels::RopeArgs args{};
+  attnfuse_kernels::RopeLengthRule rule{};
+  std::vector<unsigned long long> long_set;
+};
+const DeviceLengthRope& device_length_rope_args(const RopeParams& params, bool windowed, int head_dim);
 
 }  // namespace attnfuse::runtime

@@ -423,8 +423,21 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   p.window = static_cast<int>(spec.scalars.window);
   p.softcap = static_cast<float>(spec.scalars.softcap);
   p.inv_softcap = spec.scalars.softcap > 0 ? static_cast<float>(1.0 / spec.scalars.softcap) : 0.f;
-  if (Spec::kRotate || Spec::kPairWindow)
-    p.rope = runtime::rope_args(spec.scalars.rope, Spec::kPairWindow, D, reference::rope_seq_len(args));
+  // RoPE as cuda_launch.cpp sets it: where the lengths are device memory (paged caches and
+  // documents), the kernel finds the call's length for dynamic and longrope, whose long set the
+  // runtime places in device memory (here the host's).
+  std::vector<unsigned long long> rope_long_set;
+  if (Spec::kRotate || Spec::kPairWindow) {
+    if (Spec::kPagedKV || Spec::kDocument) {
+      const runtime::DeviceLengthRope& d = runtime::device_length_rope_args(spec.scalars.rope, Spec::kPairWindow, D);
+      p.rope = d.args;
+      p.rope_len = d.rule;
+      rope_long_set = d.long_set;
+      if (!rope_long_set.empty()) p.rope_len.long_set = rope_long_set.data();
+    } else {
+      p.rope = runtime::rope_args(spec.scalars.rope, Spec::kPairWindow, D, reference::rope_seq_len(args));
+    }
+  }
   // rope_window's wgmma form reads Q and K prerotated by the rotation kernel, each pair's two dims
   // side by side (codegen::cuda::interleaves_pairs), as the runtime's prerotate placement
   // launches it (cuda_launch.cpp); the kernel stages only the window limits.

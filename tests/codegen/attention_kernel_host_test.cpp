@@ -6,8 +6,10 @@
 // warps and in-kernel split merge, the prefill tile, the fused RoPE rotation), so a change to
 // that code is checked before a device runs it. The emulation is slow (every MMA is two
 // meetings of 32 threads), so the shapes are small, with odd lengths.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <random>
@@ -186,6 +188,48 @@ TEST(AttentionKernelOnHost, PagedDecodeReadsEachSequencesPages) {
   check_kernel<HostSpec<bf16_t, 64, kDecode, kPaged>>(kCausal, 1, 4, 1, 1, 300, 1, rng, {.page_size = 1});
   check_kernel<HostSpec<f16_t, 64, kDecode, Features{.rotate = true, .paged = true, .rope_half = 32, .page_slots = 256}>>(
       kRope, 2, 4, 2, 1, 99, 1, rng, {.page_size = 32});
+}
+
+// Dynamic and longrope scalings depend on the call's length, which paged caches and documents
+// keep in device memory: every block finds it (work.cuh rope_length_on_device: the longest
+// sequence, or key document) and stages longrope's long factors or computes dynamic's
+// frequencies when it is past the original context, the fixed set when it is not.
+TEST(AttentionKernelOnHost, LengthDependentRopeFindsTheLengthOnTheDevice) {
+  std::mt19937 rng(48);
+  constexpr Features kPagedRope{.rotate = true, .paged = true, .rope_half = 32, .page_slots = 256};
+  const auto dynamic = [](int orig) {
+    return "softmax(causal(rope(Q, K, base=10000, rope_type=dynamic, factor=3, original_max_position_embeddings=" +
+           std::to_string(orig) + "))) @ V";
+  };
+  std::string shorts = "[", longs = "[";
+  for (int r = 0; r < 32; ++r) {
+    if (r > 0) shorts += ", ", longs += ", ";
+    shorts += fmt::format("{}", 1.0 + 0.02 * r);
+    longs += fmt::format("{}", 1.0 + 0.9 * r);
+  }
+  const auto longrope = [&](int orig, const std::string& mask) {
+    return "softmax(" + mask + "(rope(Q, K, base=10000, rope_type=longrope, factor=8, original_max_position_embeddings=" +
+           std::to_string(orig) + ", short_factor=" + shorts + "], long_factor=" + longs + "])" +
+           std::string(size_t(std::count(mask.begin(), mask.end(), '(')) + 2, ')') + " @ V";
+  };
+  // Paged sequences of 150 and 121 keys: past an original context of 64, within one of 4096.
+  for (const int orig : {64, 4096}) {
+    check_kernel<HostSpec<bf16_t, 64, kDecode, kPagedRope>>(dynamic(orig), 2, 4, 2, 1, 150, 1, rng, {.page_size = 16});
+    check_kernel<HostSpec<bf16_t, 64, kDecodeSplit, kPagedRope>>(longrope(orig, "causal"), 2, 4, 1, 2, 150, 2, rng,
+                                                                 {.page_size = 16});
+  }
+  // Documents of 70, 1, 129 and 33 tokens: the longest, 129, is past 100 and within 130.
+  const std::vector<int32_t> docs{70, 1, 129, 33};
+  constexpr Features kDocRope{.rotate = true, .rope_half = 32, .document = true};
+  for (const int orig : {100, 130})
+    check_kernel<HostSpec<bf16_t, 64, kPrefill64, kDocRope>>(longrope(orig, "document(causal"), 1, 2, 1, 233, 233, 1,
+                                                             rng, {.docs = docs});
+  // rope_window's limits follow the frequencies: dynamic's are computed with them.
+  check_kernel<HostSpec<f16_t, 64, kPrefill64, Features{.rotate = true, .rope_half = 32, .pair_window = true,
+                                                        .document = true}>>(
+      "softmax(document(causal(rope_window(Q, K, k=0.5, rope_type=dynamic, factor=4, "
+      "original_max_position_embeddings=40)))) @ V",
+      1, 2, 1, 233, 233, 1, rng, {.docs = docs});
 }
 
 // A split call: each part's block writes partial rows and the last one merges them by LSE.

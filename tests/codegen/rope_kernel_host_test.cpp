@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -255,6 +256,56 @@ TEST(RopeKernelOnHost, PrerotationKernelGivesTheFusedRotationsBits) {
     check_prerotation<f16_t, 128, true>(partial, vec, rng);
     check_prerotation<bf16_t, 128, true>(llama3, vec, rng, true);  // the caller's cos/sin tables
   }
+}
+
+// Calls whose lengths are device memory (paged caches, documents) stage their RoPE tables by the
+// length the kernel finds (FwdParams::rope_len): the fixed set up to the original context; past
+// it longrope's long set and dynamic's frequencies computed in float64 on the device, whose turns
+// and rope_window limits must be the host's (rope_args at that length, in long double): turns to
+// a few 2^-64 of a turn (the two-term 1/2π; one term alone is ~200 off), limits exactly. (Here
+// both sides call the host's pow; the device's is within 2 ulp of it.)
+TEST(RopeKernelOnHost, LengthDependentScalingsStageTheHostsFrequencies) {
+  using attnfuse_kernels::RopeArgs;
+  constexpr int D = 128, kPairs = D / 2;
+  RopeParams dyn;
+  dyn.base = 500000;
+  dyn.rope_type = RopeScaling::Dynamic;
+  dyn.factor = 4;
+  dyn.original_max_position_embeddings = 8192;
+  dyn.window_k = 1.5;
+  RopeParams lr = dyn;
+  lr.rope_type = RopeScaling::Longrope;
+  lr.factor = 16;
+  for (int r = 0; r < kPairs; ++r) {
+    lr.short_factor.push_back(1.0 + 0.01 * r);
+    lr.long_factor.push_back(1.0 + 0.7 * r);
+  }
+  alignas(16) char smem[attnfuse_kernels::RopeTableBytes<kPairs>::value];
+  blockDim = {32, 1, 1};
+  for (const RopeParams& params : {dyn, lr})
+    for (const int64_t len : {int64_t{1}, int64_t{8192}, int64_t{8193}, int64_t{40000}, int64_t{1} << 30}) {
+      SCOPED_TRACE(::testing::Message() << "rope_type " << static_cast<int>(params.rope_type) << " length " << len);
+      const runtime::DeviceLengthRope& d = runtime::device_length_rope_args(params, true, D);
+      const RopeArgs a = d.args;
+      attnfuse_kernels::RopeLengthRule rule = d.rule;
+      const std::vector<unsigned long long> long_set = d.long_set;
+      rule.long_set = long_set.empty() ? nullptr : long_set.data();
+      ASSERT_EQ(rule.rule, params.rope_type == RopeScaling::Dynamic ? attnfuse_kernels::kRopeLenDynamic
+                                                                    : attnfuse_kernels::kRopeLenLongrope);
+      for (unsigned t = 0; t < 32; ++t) {  // the block's threads, one after another
+        threadIdx = {t, 0, 0};
+        attnfuse_kernels::stage_rope_tables<kPairs>(a, smem, rule, static_cast<int>(len));
+      }
+      const RopeArgs& want = runtime::rope_args(params, true, D, len);
+      const auto* turn = reinterpret_cast<const unsigned long long*>(smem);
+      const auto* limit = reinterpret_cast<const int*>(smem + kPairs * 8);
+      for (int r = 0; r < kPairs; ++r) {
+        const auto diff = static_cast<int64_t>(turn[r] - want.turn[r]);
+        EXPECT_LE(std::abs(diff), 4) << "pair " << r << " turn";
+        EXPECT_EQ(limit[r], want.limit[r]) << "pair " << r;
+      }
+      EXPECT_EQ(std::memcmp(&want.factor, &a.factor, sizeof(float)), 0);
+    }
 }
 
 }  // namespace

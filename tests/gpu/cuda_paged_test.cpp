@@ -359,8 +359,7 @@ TEST_F(CudaDecode, SanitizerSubset) {
 }
 
 TEST_F(CudaDecode, PagedRefusals) {
-  // Length-dependent RoPE scalings need the sequence lengths, which the host cannot read from a
-  // device page table; the prerotate placement has no paged form; additive_bias has one key axis.
+  // The prerotate placement has no paged form; additive_bias has one key axis.
   TRACE_SEED();
   PagedCase c{{100, 0, 37}, 16, Layout::NHD, false, 4, 2, 2, std::nullopt};
   auto refused = [&](const KernelSpec& spec, const std::string& phrase) {
@@ -370,18 +369,40 @@ TEST_F(CudaDecode, PagedRefusals) {
     in.device.paged = p.device;
     gpu_test::expect_refused(spec, in.device, d, ErrorCode::Unsupported, phrase);
   };
-  refused(cuda_spec("softmax(causal(rope(Q, K, rope_type=dynamic, factor=2, original_max_position_embeddings=64))) @ V",
-                    DType::BF16, 64),
-          "");
-  std::string lf, sf;
-  for (int r = 0; r < 32; ++r) lf += fmt::format("{}{:.2f}", r ? ", " : "", 1.0 + 0.1 * r), sf += (r ? ", 1" : "1");
-  refused(cuda_spec(fmt::format("softmax(causal(rope(Q, K, rope_type=longrope, factor=8, "
-                                "original_max_position_embeddings=64, long_factor=[{}], short_factor=[{}]))) @ V",
-                                lf, sf),
-                    DType::BF16, 64),
-          "");
   refused(cuda_spec("softmax(causal(rope(Q, K))) @ V", DType::BF16, 64, RopeMode::Prerotate), "");
   refused(cuda_spec("softmax(additive_bias(scaled_dot_product(Q, K))) @ V", DType::BF16, 64), "additive_bias");
+}
+
+// Dynamic and longrope scalings read the batch's longest sequence, which the page table keeps in
+// device memory: the kernel finds it (FwdParams::rope_len). Original contexts below the longest
+// sequence (dynamic's frequencies computed on the device, longrope's long factors) and above it
+// (the fixed set), decode split and unsplit, prefill, rope_window's limits with them.
+TEST_F(CudaDecode, PagedLengthDependentRopeScalings) {
+  TRACE_SEED();
+  std::string lf, sf;
+  for (int r = 0; r < 64; ++r) lf += fmt::format("{}{:.2f}", r ? ", " : "", 1.0 + 0.1 * r), sf += (r ? ", 1.05" : "1");
+  const auto programs = [&](int orig) {
+    return std::vector<std::string>{
+        fmt::format("softmax(causal(rope(Q, K, rope_type=dynamic, factor=3, original_max_position_embeddings={}))) @ V",
+                    orig),
+        fmt::format("softmax(causal(rope(Q, K, rope_type=longrope, factor=8, original_max_position_embeddings={}, "
+                    "long_factor=[{}], short_factor=[{}]))) @ V",
+                    orig, lf, sf),
+        fmt::format("softmax(sliding_window(rope_window(Q, K, k=1, rope_type=dynamic, factor=2, "
+                    "original_max_position_embeddings={}), 40)) @ V",
+                    orig),
+    };
+  };
+  const std::vector<LaunchTuning> decode = {LaunchTuning{1, Variant::Decode}, LaunchTuning{3, Variant::Decode}};
+  const std::vector<LaunchTuning> prefill = {LaunchTuning{1, Variant::Prefill}};
+  for (const int orig : {64, 999, 1000}) {  // the longest sequence holds 1000 keys
+    for (const std::string& prog : programs(orig)) {
+      SCOPED_TRACE(prog);
+      const KernelSpec spec = cuda_spec(prog, DType::BF16, 128);
+      check_paged(spec, {{300, 0, 17, 16, 1000}, 16, Layout::HND, true, 8, 2, 3, std::nullopt}, rng_, decode);
+      check_paged(spec, {{257, 100, 0, 64, 1000}, 64, Layout::NHD, false, 4, 2, 70, std::nullopt}, rng_, prefill);
+    }
+  }
 }
 
 TEST_F(CudaDecode, PagedAutoRopePlacementIsFused) {

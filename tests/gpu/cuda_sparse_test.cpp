@@ -269,8 +269,7 @@ TEST_F(CudaSparse, DocumentsKeepTheirNeighboursNonFiniteValuesOut) {
 }
 
 TEST_F(CudaSparse, DocumentRefusals) {
-  // Length-dependent RoPE scalings read the longest document, which lives in device memory;
-  // prerotate has no document form; an explicit q_offset does not apply to documents.
+  // Prerotate has no document form; an explicit q_offset does not apply to documents.
   TRACE_SEED();
   const Docs docs{"refused", {10, 0, 30}, {10, 5, 40}};
   auto refused = [&](const KernelSpec& spec, const std::string& phrase, std::optional<int64_t> q_offset = {}) {
@@ -278,19 +277,39 @@ TEST_F(CudaSparse, DocumentRefusals) {
     c.in.device.q_offset = q_offset;
     gpu_test::expect_refused(spec, c.in.device, c.d, ErrorCode::Unsupported, phrase);
   };
-  refused(cuda_spec("softmax(document(causal(rope(Q, K, rope_type=dynamic, factor=2, "
-                    "original_max_position_embeddings=16)))) @ V",
-                    DType::BF16, 64),
-          "");
-  std::string lf, sf;
-  for (int r = 0; r < 32; ++r) lf += fmt::format("{}{:.2f}", r ? ", " : "", 1.0 + 0.1 * r), sf += (r ? ", 1" : "1");
-  refused(cuda_spec(fmt::format("softmax(document(causal(rope(Q, K, rope_type=longrope, factor=8, "
-                                "original_max_position_embeddings=16, long_factor=[{}], short_factor=[{}])))) @ V",
-                                lf, sf),
-                    DType::BF16, 64),
-          "");
   refused(cuda_spec("softmax(document(causal(rope(Q, K)))) @ V", DType::BF16, 64, RopeMode::Prerotate), "");
   refused(cuda_spec("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", DType::BF16, 64), "q_offset", 0);
+}
+
+// Dynamic and longrope scalings read the longest key document, which the offsets keep in device
+// memory: the kernel finds it (FwdParams::rope_len). An original context of 16 is below the
+// longest document of every split (computed or long frequencies); one of 100000 is above them
+// (the fixed set). Shared and per-batch int64 offsets, prefill and varlen decode.
+TEST_F(CudaSparse, DocumentsLengthDependentRopeScalings) {
+  TRACE_SEED();
+  std::string lf, sf;
+  for (int r = 0; r < 64; ++r) lf += fmt::format("{}{:.2f}", r ? ", " : "", 1.0 + 0.1 * r), sf += (r ? ", 1.05" : "1");
+  const std::vector<Docs> splits = doc_splits(rng_);
+  for (const int orig : {16, 100000}) {
+    const std::vector<std::string> programs = {
+        fmt::format("softmax(document(causal(rope(Q, K, rope_type=dynamic, factor=3, "
+                    "original_max_position_embeddings={})))) @ V",
+                    orig),
+        fmt::format("softmax(document(causal(rope(Q, K, rope_type=longrope, factor=8, "
+                    "original_max_position_embeddings={}, long_factor=[{}], short_factor=[{}])))) @ V",
+                    orig, lf, sf),
+        fmt::format("softmax(document(sliding_window(rope_window(Q, K, k=1, rope_type=dynamic, factor=2, "
+                    "original_max_position_embeddings={}), 64))) @ V",
+                    orig),
+    };
+    for (const std::string& prog : programs) {
+      SCOPED_TRACE(prog);
+      const KernelSpec spec = cuda_spec(prog, DType::BF16, 128);
+      check_docs(spec, splits[1], rng_);
+      check_docs(spec, splits[3], rng_, /*per_batch=*/true, /*i64=*/true, 3);
+      check_docs(spec, {"varlen decode", {1, 2, 1}, {300, 129, 40}}, rng_);  // the decode tiles
+    }
+  }
 }
 
 TEST_F(CudaSparse, DocumentsAutoRopePlacementIsFused) {

@@ -770,13 +770,18 @@ struct FwdKernel {
     if (settled) grid_dependency_wait();
     RopeTables rt{};
     if constexpr (kTables) {
-      rt = stage_rope_tables<kD / 2>(p.rope, tables_smem(sV));
+      // A length-dependent scaling over device lengths: every warp finds the call's RoPE length.
+      int rope_len = 0;
+      if constexpr (Spec::kPagedKV || Spec::kDocument)
+        if (p.rope_len.rule != kRopeLenFixed) rope_len = rope_length_on_device<Spec::kPagedKV, Spec::kDocument>(p);
+      rt = stage_rope_tables<kD / 2>(p.rope, tables_smem(sV), p.rope_len, rope_len);
       // The pair plan and the rotations read the staged tables. (The producer warp has gone to
       // its own loop: the computing warps' named barrier.)
       if constexpr (kProducer) KV::compute_sync();
       else __syncthreads();
     } else if constexpr (kPairWindow) {
-      // The wgmma form: the limits only, published by the loop's first barrier.
+      // The wgmma form: the limits only, published by the loop's first barrier. (It reads Q and K
+      // prerotated, which calls with device lengths, and so FwdParams::rope_len, never take.)
       int* limit = reinterpret_cast<int*>(reinterpret_cast<char*>(sV + kStages * kKVTile) + kWgmmaLimitsOffset);
       for (int i = threadIdx.x; i < p.rope.half; i += kThreads) limit[i] = p.rope.limit[i];
       rt.limit = limit;

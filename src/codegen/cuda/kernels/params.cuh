@@ -39,6 +39,22 @@ struct RopeArgs {
   int table_positions;  // rows of the tables; a position outside them rotates by NaN
 };
 
+// Length-dependent RoPE scalings (dynamic, longrope) in a call whose lengths are device memory
+// (paged caches, documents), which the host cannot read (FwdParams::rope_len; zero otherwise):
+// RopeArgs::turn and limit hold the frequencies of lengths <= orig, and a block whose call is
+// longer (work.cuh rope_length_on_device, reference::rope_seq_len's rule) stages instead
+//  - longrope: the long factors' set the host made, long_set (device memory: half turns, then
+//    half limits as ints);
+//  - dynamic: the frequencies of its length, computed in float64 from dyn_base and dyn_factor
+//    (HF's rope_theta and factor), rope_window's limits from window_k.
+struct RopeLengthRule {
+  int rule;     // RopeLenRule
+  af_i64 orig;  // original_max_position_embeddings
+  const unsigned long long* long_set;
+  double dyn_base, dyn_factor, window_k;
+};
+enum RopeLenRule { kRopeLenFixed = 0, kRopeLenLongrope = 1, kRopeLenDynamic = 2 };
+
 // Strides are in elements; the last dimension of every tensor is contiguous.
 struct FwdParams {
   const void* q;  // [B, Hq, Nq, D]
@@ -133,6 +149,10 @@ struct FwdParams {
   int tma_box_rows;
   alignas(64) unsigned char tma_k[128];
   alignas(64) unsigned char tma_v[128];
+
+  // Last, so that it moves no offset above: with the fields in RopeArgs, ptxas allocated a
+  // block-sparse module at its 128-register cap differently and spilled 4 bytes.
+  RopeLengthRule rope_len;  // rope / rope_window with paged K/V or documents only
 };
 
 // The split-KV combine kernel (combine.cuh): one warp per output row (b, h, i).

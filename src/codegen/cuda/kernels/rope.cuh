@@ -32,14 +32,47 @@ struct RopeTableBytes {
   static constexpr int value = kPairs * 12;
 };
 
-// Copies r's tables into smem (block-wide; the caller syncs before reading them).
+// Pair `pair`'s turn and rope_window limit under dynamic NTK scaling at RoPE length `len` (>
+// lr.orig), as rope::rope_frequencies and rope_args compute them on the host: HF's base
+// ((factor * len / original) - (factor - 1))^(dim / (dim - 2)) times rope_theta, θ_r =
+// base^(-2r / dim) in float64 (the device's pow is within 2 ulp of the host's), its turn fraction
+// through a two-term 1/2π so the product loses nothing beyond θ_r's own rounding, and the limit
+// floor(k · 2π / θ_r) clamped to [-1, 2^31 - 1] (rope::window_limit).
+__device__ __forceinline__ void dynamic_pair(const RopeLengthRule& lr, int half, int len, int pair,
+                                             unsigned long long& turn, int& limit) {
+  const double dim = 2.0 * half;
+  const double scaled = lr.dyn_factor * (double)len / (double)lr.orig - (lr.dyn_factor - 1.0);
+  const double base = lr.dyn_base * pow(scaled, dim / (dim - 2.0));
+  const double inv = 1.0 / pow(base, (double)(2 * pair) / dim);
+  const double kInvTwoPiHi = 0.15915494309189535, kInvTwoPiLo = -9.839338337591243e-18;
+  double hi = inv * kInvTwoPiHi;
+  const double lo = fma(inv, kInvTwoPiHi, -hi) + inv * kInvTwoPiLo;
+  hi -= floor(hi);
+  // hi in [0, 1): its 53 bits land at or above 2^11 of the fixed point, lo below them.
+  const double kTwo64 = 18446744073709551616.0;
+  turn = hi * kTwo64 >= kTwo64 ? 0ull : (unsigned long long)(hi * kTwo64) + (unsigned long long)(long long)(lo * kTwo64);
+  const double w = lr.window_k * (6.283185307179586 / inv);
+  limit = !(w >= 0.0) ? -1 : (w >= 2147483647.0 ? 2147483647 : (int)floor(w));
+}
+
+// Copies r's tables into smem (block-wide; the caller syncs before reading them). With a length
+// rule (a call over device lengths), `len` is the call's RoPE length (rope_length_on_device).
 template <int kPairs>
-__device__ __forceinline__ RopeTables stage_rope_tables(const RopeArgs& r, char* smem) {
+__device__ __forceinline__ RopeTables stage_rope_tables(const RopeArgs& r, char* smem, const RopeLengthRule& lr = {},
+                                                        int len = 0) {
   unsigned long long* turn = reinterpret_cast<unsigned long long*>(smem);
   int* limit = reinterpret_cast<int*>(smem + kPairs * 8);
+  const int rule = lr.rule != kRopeLenFixed && len > lr.orig ? lr.rule : kRopeLenFixed;
   for (int i = threadIdx.x; i < r.half; i += blockDim.x) {
-    turn[i] = r.turn[i];
-    limit[i] = r.limit[i];
+    if (rule == kRopeLenFixed) {
+      turn[i] = r.turn[i];
+      limit[i] = r.limit[i];
+    } else if (rule == kRopeLenLongrope) {
+      turn[i] = lr.long_set[i];
+      limit[i] = reinterpret_cast<const int*>(lr.long_set + r.half)[i];
+    } else {
+      dynamic_pair(lr, r.half, len, i, turn[i], limit[i]);
+    }
   }
   return RopeTables{turn, limit, r.factor, r.half, r.cos_table, r.sin_table, r.table_positions};
 }

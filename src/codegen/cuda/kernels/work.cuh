@@ -28,6 +28,38 @@ __device__ __forceinline__ af_i64 cu_seqlen_at(const void* cu, int is_i64, af_i6
   return is_i64 ? static_cast<const long long*>(cu)[idx] : (af_i64) static_cast<const int*>(cu)[idx];
 }
 
+// The RoPE length of a call whose lengths are device memory (FwdParams::rope_len), by
+// reference::rope_seq_len's rule: the longest paged sequence, or its last query's position + 1
+// where q_offset is given and puts that further; the longest key document. Each warp reduces it
+// whole, so no block barrier is needed; all 32 lanes of the calling warp take part. Lengths and
+// positions fit 32 bits on CUDA (the host checks them).
+template <bool kPaged, bool kDocument>
+__device__ __forceinline__ int rope_length_on_device(const FwdParams& p) {
+  const int lane = threadIdx.x & 31;
+  int len = 0;
+  if constexpr (kPaged) {
+    for (int b = lane; b < p.batch; b += 32) {
+      const int first = p.page_indptr[b], pages = p.page_indptr[b + 1] - first;
+      const int nk = pages > 0 ? (pages - 1) * p.page_size + p.last_page_len[b] : 0;
+      const int q_end = p.len_q == 0 ? 0 : p.q_offset_given ? (int)p.q_offset + p.len_q : nk;
+      len = len > nk ? len : nk;
+      len = len > q_end ? len : q_end;
+    }
+  } else if constexpr (kDocument) {
+    const int rows = p.cu_batch_stride != 0 ? p.batch : 1, n = rows * p.num_docs;
+    for (int i = lane; i < n; i += 32) {
+      const af_i64 at = (af_i64)(i / p.num_docs) * p.cu_batch_stride + i % p.num_docs;
+      const int doc = (int)(cu_seqlen_at(p.cu_k, p.cu_is_i64, at + 1) - cu_seqlen_at(p.cu_k, p.cu_is_i64, at));
+      len = len > doc ? len : doc;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const int other = (int)__shfl_xor_sync(0xffffffffu, (unsigned)len, o);
+    len = len > other ? len : other;
+  }
+  return len;
+}
+
 template <class Spec>
 struct Work {
   using Element = typename Spec::Element;
