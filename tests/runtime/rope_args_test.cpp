@@ -74,6 +74,49 @@ TEST(RopeArgs, FollowTheRopeLibraryAndCacheByValue) {
   EXPECT_GT(w.limit[31], w.limit[0]);
 }
 
+// Calls over device lengths (paged caches, documents on CUDA): the frequencies of lengths up to
+// the original context, and the rule past it. Static scalings need none; dynamic carries its base
+// and factor; longrope carries its long set, the turns and limits of rope_args past the original
+// context (ints two per word after the turns).
+TEST(RopeArgs, DeviceLengthsCarryTheRulePastTheOriginalContext) {
+  using attnfuse_kernels::kRopeLenDynamic, attnfuse_kernels::kRopeLenFixed, attnfuse_kernels::kRopeLenLongrope;
+  RopeParams p{.base = 10000.0, .rope_type = RopeScaling::Llama3, .factor = 8, .original_max_position_embeddings = 64};
+  const DeviceLengthRope& fixed = device_length_rope_args(p, false, 64);
+  EXPECT_EQ(fixed.rule.rule, kRopeLenFixed);
+  EXPECT_TRUE(fixed.long_set.empty());
+  EXPECT_EQ(fixed.args.turn[5], rope_args(p, false, 64, 100000).turn[5]);
+
+  p = RopeParams{.base = 20000.0, .rope_type = RopeScaling::Dynamic, .factor = 3, .original_max_position_embeddings = 64};
+  const DeviceLengthRope dyn = device_length_rope_args(p, false, 64);
+  EXPECT_EQ(dyn.rule.rule, kRopeLenDynamic);
+  EXPECT_EQ(dyn.rule.orig, 64);
+  EXPECT_EQ(dyn.rule.dyn_base, 20000.0);
+  EXPECT_EQ(dyn.rule.dyn_factor, 3.0);
+  EXPECT_EQ(dyn.args.turn[20], rope_args(p, false, 64, 64).turn[20]) << "within the original context: the default set";
+  EXPECT_NE(dyn.args.turn[20], rope_args(p, false, 64, 65).turn[20]);
+
+  p = RopeParams{.base = 10000.0, .rope_type = RopeScaling::Longrope, .factor = 4, .original_max_position_embeddings = 64,
+                 .window_k = 2.0};
+  for (int r = 0; r < 32; ++r) p.short_factor.push_back(1.0 + 0.01 * r), p.long_factor.push_back(1.0 + 0.5 * r);
+  const DeviceLengthRope lr = device_length_rope_args(p, true, 64);
+  EXPECT_EQ(lr.rule.rule, kRopeLenLongrope);
+  EXPECT_EQ(lr.rule.window_k, 2.0);
+  const attnfuse_kernels::RopeArgs short_set = rope_args(p, true, 64, 64);  // (a copy: the cache moves on)
+  for (int r = 0; r < 32; ++r) EXPECT_EQ(lr.args.turn[r], short_set.turn[r]) << "pair " << r;
+  const attnfuse_kernels::RopeArgs& long_set = rope_args(p, true, 64, 65);
+  ASSERT_EQ(lr.long_set.size(), size_t{32 + 16});
+  const auto* limits = reinterpret_cast<const int*>(lr.long_set.data() + 32);
+  for (int r = 0; r < 32; ++r) {
+    EXPECT_EQ(lr.long_set[size_t(r)], long_set.turn[r]) << "pair " << r;
+    EXPECT_EQ(limits[r], long_set.limit[r]) << "pair " << r;
+  }
+  EXPECT_NE(lr.long_set[20], short_set.turn[20]);
+  // Without an original context longrope never switches (rope::rope_frequencies).
+  p.original_max_position_embeddings = 0;
+  p.factor = 1;
+  EXPECT_EQ(device_length_rope_args(p, true, 64).rule.rule, kRopeLenFixed);
+}
+
 TEST(RopeArgs, RotaryDimMustBeAMultipleOfFour) {
   RopeParams p;
   p.rotary_dim = 6;
