@@ -281,6 +281,7 @@ TEST(RopeKernelOnHost, LengthDependentScalingsStageTheHostsFrequencies) {
     lr.long_factor.push_back(1.0 + 0.7 * r);
   }
   alignas(16) char smem[attnfuse_kernels::RopeTableBytes<kPairs>::value];
+  const attnfuse_host_cuda::Dim3 saved = blockDim;  // (the emulation's globals; put back below)
   blockDim = {32, 1, 1};
   for (const RopeParams& params : {dyn, lr})
     for (const int64_t len : {int64_t{1}, int64_t{8192}, int64_t{8193}, int64_t{40000}, int64_t{1} << 30}) {
@@ -306,6 +307,7 @@ TEST(RopeKernelOnHost, LengthDependentScalingsStageTheHostsFrequencies) {
       }
       EXPECT_EQ(std::memcmp(&want.factor, &a.factor, sizeof(float)), 0);
     }
+  blockDim = saved;
 }
 
 }  // namespace
