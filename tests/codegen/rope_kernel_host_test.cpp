@@ -262,7 +262,7 @@ TEST(RopeKernelOnHost, PrerotationKernelGivesTheFusedRotationsBits) {
 // length the kernel finds (FwdParams::rope_len): the fixed set up to the original context; past
 // it longrope's long set and dynamic's frequencies computed in float64 on the device, whose turns
 // and rope_window limits must be the host's (rope_args at that length, in long double): turns to
-// a few 2^-64 of a turn (the two-term 1/2π; one term alone is ~200 off), limits exactly. (Here
+// a few 2^-64 of a turn (the two-term 1/2π; one term alone is up to ~180 off), limits exactly. (Here
 // both sides call the host's pow; the device's is within 2 ulp of it.)
 TEST(RopeKernelOnHost, LengthDependentScalingsStageTheHostsFrequencies) {
   using attnfuse_kernels::RopeArgs;
