@@ -18,7 +18,8 @@ void add_problem_options(CLI::App& app, ProblemOptions& o) {
   app.add_option("--q", o.files.q, "Q.npy, float32 [B, Hq, Nq, D]");
   app.add_option("--k", o.files.k, "K.npy, float32 [B, Hkv, Nk, D]");
   app.add_option("--v", o.files.v, "V.npy, float32 [B, Hkv, Nk, Dv]");
-  app.add_option("--bias", o.files.bias, "B.npy, float32 [1|B, 1|Hq, Nq, Nk] (additive_bias), rounded to --dtype as the run reads it");
+  app.add_option("--bias", o.files.bias,
+                 "B.npy, float32 [1|B, 1|Hq, Nq, Nk] (additive_bias), rounded to --dtype as the run reads it");
   app.add_option("--block-mask", o.files.block_mask,
                  "M.npy, bool/uint8 [nQblocks, nKblocks] or [1|B, 1|Hq, nQ, nK] (block_sparse)");
   app.add_option("--block-size", o.block_size, "BQ,BK of the block mask (default 64,64)");

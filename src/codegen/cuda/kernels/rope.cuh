@@ -50,7 +50,8 @@ __device__ __forceinline__ void dynamic_pair(const RopeLengthRule& lr, int half,
   hi -= floor(hi);
   // hi in [0, 1): its 53 bits land at or above 2^11 of the fixed point, lo below them.
   const double kTwo64 = 18446744073709551616.0;
-  turn = hi * kTwo64 >= kTwo64 ? 0ull : (unsigned long long)(hi * kTwo64) + (unsigned long long)(long long)(lo * kTwo64);
+  turn = hi * kTwo64 >= kTwo64 ? 0ull
+                               : (unsigned long long)(hi * kTwo64) + (unsigned long long)(long long)(lo * kTwo64);
   const double w = lr.window_k * (6.283185307179586 / inv);
   limit = !(w >= 0.0) ? -1 : (w >= 2147483647.0 ? 2147483647 : (int)floor(w));
 }
