@@ -28,6 +28,13 @@ __device__ __forceinline__ af_i64 cu_seqlen_at(const void* cu, int is_i64, af_i6
   return is_i64 ? static_cast<const long long*>(cu)[idx] : (af_i64) static_cast<const int*>(cu)[idx];
 }
 
+// Rows of paged sequence b, whose pages are num_pages entries of the table: every page full but
+// the last, which holds last_page_len[b] (FlashInfer's convention; read as the table is, L2
+// evict_last).
+__device__ __forceinline__ int paged_seq_len(const FwdParams& p, int b, int num_pages) {
+  return num_pages > 0 ? (num_pages - 1) * p.page_size + ld_keep_in_l2(p.last_page_len + b) : 0;
+}
+
 // The RoPE length of a call whose lengths are device memory (FwdParams::rope_len), by
 // reference::rope_seq_len's rule: the longest paged sequence, or its last query's position + 1
 // where q_offset is given and puts that further; the longest key document. Each warp reduces it
@@ -39,8 +46,7 @@ __device__ __forceinline__ int rope_length_on_device(const FwdParams& p) {
   int len = 0;
   if constexpr (kPaged) {
     for (int b = lane; b < p.batch; b += 32) {
-      const int first = p.page_indptr[b], pages = p.page_indptr[b + 1] - first;
-      const int nk = pages > 0 ? (pages - 1) * p.page_size + p.last_page_len[b] : 0;
+      const int nk = paged_seq_len(p, b, ld_keep_in_l2(p.page_indptr + b + 1) - ld_keep_in_l2(p.page_indptr + b));
       const int q_end = p.len_q == 0 ? 0 : p.q_offset_given ? (int)p.q_offset + p.len_q : nk;
       len = len > nk ? len : nk;
       len = len > q_end ? len : q_end;
@@ -247,7 +253,7 @@ struct Work {
       const int first_page = ld_keep_in_l2(p.page_indptr + b);
       const int num_pages = ld_keep_in_l2(p.page_indptr + b + 1) - first_page;
       pages = p.page_indices + first_page;
-      len_k = num_pages > 0 ? (num_pages - 1) * p.page_size + ld_keep_in_l2(p.last_page_len + b) : 0;
+      len_k = paged_seq_len(p, b, num_pages);
       q_offset = p.q_offset_given ? (int)p.q_offset : len_k - len_q;
     }
     rows = G * len_q;
