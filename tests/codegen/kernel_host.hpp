@@ -140,11 +140,16 @@ inline void leave(Meeting& m) {
   m.bar.arrive_and_drop();
 }
 // One warp of a block run by launch_on_host: its 32 lanes meet at `bar`, and exchange values
-// through `slot` for the shuffles.
+// through `slot` for the shuffles. A collective that posts operands (a shuffle, a ballot, an
+// ldmatrix, an mma) takes the slots of its parity: every lane makes the same collectives in the
+// same order, so all count the same parity (exchange_parity), and a lane reuses a parity's slots
+// only after the next collective's meeting, which no lane leaves before every lane has read this
+// one's. So each such collective meets once, not twice (before and after reading): the host
+// runs each block's threads on two cores, and every meeting costs each lane a context switch.
 struct Warp {
   Meeting bar{32};
-  unsigned slot[32] = {};
-  unsigned frag[32][6] = {};  // mma.sync operands, one row per lane
+  unsigned slot[2][32] = {};
+  unsigned frag[2][32][6] = {};  // mma.sync operands, one row per lane
 };
 // One warpgroup (4 warps) of a block run by launch_on_host: wgmma's 128 threads meet at `bar`,
 // each posting where its A registers are, and stage the product's operands in `a_val` and
@@ -226,6 +231,7 @@ inline Lag lag;
 // __cvta_generic_to_shared is the pointer itself.
 inline char* smem_base = nullptr;
 inline thread_local Meeting* block_barrier = nullptr;
+inline thread_local unsigned exchange_parity = 0;  // the warp collectives this thread made, mod 2 (Warp)
 inline thread_local Warp* warp = nullptr;
 inline thread_local WarpGroup* warpgroup = nullptr;
 inline thread_local BlockSync* block_sync = nullptr;
@@ -285,14 +291,13 @@ inline float __expf(float x) { return std::exp(x); }
 // Warp collectives, for kernels run by launch_on_host with whole warps (every lane of the warp
 // takes part, as the kernels' full masks say).
 namespace attnfuse_host_cuda {
+// This thread's slots for its next collective that posts operands (Warp).
+inline unsigned (&next_slots())[32] { return warp->slot[exchange_parity++ & 1]; }
 inline unsigned lane_exchange(unsigned v, int from) {
-  Warp& w = *warp;
-  const unsigned lane = threadIdx.x % 32;
-  w.slot[lane] = v;
-  meet(w.bar);
-  const unsigned r = w.slot[from & 31];
-  meet(w.bar);
-  return r;
+  unsigned(&slot)[32] = next_slots();
+  slot[threadIdx.x % 32] = v;
+  meet(warp->bar);
+  return slot[from & 31];
 }
 }  // namespace attnfuse_host_cuda
 inline void __syncwarp(unsigned = 0xffffffffu) { attnfuse_host_cuda::meet(attnfuse_host_cuda::warp->bar); }
@@ -304,12 +309,11 @@ inline int __shfl_sync(unsigned, int v, int from) {
   return static_cast<int>(attnfuse_host_cuda::lane_exchange(static_cast<unsigned>(v), from));
 }
 inline unsigned __ballot_sync(unsigned, bool pred) {
-  attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
-  w.slot[threadIdx.x % 32] = pred ? 1u : 0u;
-  meet(w.bar);
+  unsigned(&slot)[32] = attnfuse_host_cuda::next_slots();
+  slot[threadIdx.x % 32] = pred ? 1u : 0u;
+  meet(attnfuse_host_cuda::warp->bar);
   unsigned bits = 0;
-  for (int o = 0; o < 32; ++o) bits |= (w.slot[o] & 1u) << o;
-  meet(w.bar);
+  for (int o = 0; o < 32; ++o) bits |= (slot[o] & 1u) << o;
   return bits;
 }
 inline bool __any_sync(unsigned m, bool pred) { return __ballot_sync(m, pred) != 0; }
@@ -403,8 +407,8 @@ struct ElementTraits<f16_t> {
 
 // The tensor-core, shared-memory and copy instructions of the mma.sync kernels, emulated with
 // the layouts of the PTX ISA (mma.m16n8k16 and ldmatrix fragments). Each is warp-collective: the
-// lanes post their operands, meet, compute from all of them, and meet again before the slots
-// are reused. cp.async copies at the wait that covers its group (Deferred, above).
+// lanes post their operands in their parity's slots (Warp), meet, and compute from all of them.
+// cp.async copies at the wait that covers its group (Deferred, above).
 namespace attnfuse_kernels {
 namespace host_detail {
 template <class E>
@@ -417,14 +421,19 @@ template <class E>
 void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   const unsigned lane = threadIdx.x % 32;
-  for (int i = 0; i < 4; ++i) w.frag[lane][i] = a[i];
-  w.frag[lane][4] = b0;
-  w.frag[lane][5] = b1;
+  unsigned(&frag)[32][6] = w.frag[attnfuse_host_cuda::exchange_parity++ & 1];
+  for (int i = 0; i < 4; ++i) frag[lane][i] = a[i];
+  frag[lane][4] = b0;
+  frag[lane][5] = b1;
   meet(w.bar);
+  // The lanes' posted registers, not the kernel's memory, and Warp's parity orders them: TSan
+  // need not check these reads (its check of them was the top entry of the TSan tests' profile;
+  // unchecked, the two runs of test_kernel_races take 414 s instead of 467).
+  attnfuse_host_cuda::Internal internal;
   const auto A = [&](int r, int k) {  // a[0]: rows 0-7, k 0-7; a[1]: rows 8-15; a[2], a[3]: k 8-15
-    return half_of<E>(w.frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+    return half_of<E>(frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
   };
-  const auto B = [&](int k, int n) { return half_of<E>(w.frag[n * 4 + (k % 8) / 2][k >= 8 ? 5 : 4], k % 2); };
+  const auto B = [&](int k, int n) { return half_of<E>(frag[n * 4 + (k % 8) / 2][k >= 8 ? 5 : 4], k % 2); };
   const int g = static_cast<int>(lane / 4), t = static_cast<int>(lane % 4);
   for (int i = 0; i < 4; ++i) {
     const int r = g + (i >= 2 ? 8 : 0), n = 2 * t + i % 2;
@@ -432,7 +441,6 @@ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
     for (int k = 0; k < 16; ++k) acc += A(r, k) * B(k, n);
     d[i] = acc;
   }
-  meet(w.bar);
 }
 inline const char* smem_at(u32 addr) { return attnfuse_host_cuda::smem_base + addr; }
 }  // namespace host_detail
@@ -449,25 +457,23 @@ inline void mma_16816<f16_t>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
 // row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each (transposed: column l / 4, rows
 // 2 (l % 4) and 2 (l % 4) + 1).
 inline void ldmatrix_x4(u32 (&r)[4], u32 addr) {
-  attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   const unsigned lane = threadIdx.x % 32;
-  w.slot[lane] = addr;
-  meet(w.bar);
-  for (int m = 0; m < 4; ++m) std::memcpy(&r[m], host_detail::smem_at(w.slot[m * 8 + lane / 4] + (lane % 4) * 4), 4);
-  meet(w.bar);
+  unsigned(&slot)[32] = attnfuse_host_cuda::next_slots();
+  slot[lane] = addr;
+  meet(attnfuse_host_cuda::warp->bar);
+  for (int m = 0; m < 4; ++m) std::memcpy(&r[m], host_detail::smem_at(slot[m * 8 + lane / 4] + (lane % 4) * 4), 4);
 }
 inline void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
-  attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   const unsigned lane = threadIdx.x % 32;
-  w.slot[lane] = addr;
-  meet(w.bar);
+  unsigned(&slot)[32] = attnfuse_host_cuda::next_slots();
+  slot[lane] = addr;
+  meet(attnfuse_host_cuda::warp->bar);
   for (int m = 0; m < 4; ++m) {
     u16 lo, hi;
-    std::memcpy(&lo, host_detail::smem_at(w.slot[m * 8 + 2 * (lane % 4)] + (lane / 4) * 2), 2);
-    std::memcpy(&hi, host_detail::smem_at(w.slot[m * 8 + 2 * (lane % 4) + 1] + (lane / 4) * 2), 2);
+    std::memcpy(&lo, host_detail::smem_at(slot[m * 8 + 2 * (lane % 4)] + (lane / 4) * 2), 2);
+    std::memcpy(&hi, host_detail::smem_at(slot[m * 8 + 2 * (lane % 4) + 1] + (lane / 4) * 2), 2);
     r[m] = lo | (u32{hi} << 16);
   }
-  meet(w.bar);
 }
 // cp.async lands at the wait that covers its group (attnfuse_host_cuda::Deferred), or at issue
 // (cp_async_lands_early).
