@@ -231,7 +231,9 @@ inline Lag lag;
 // __cvta_generic_to_shared is the pointer itself.
 inline char* smem_base = nullptr;
 inline thread_local Meeting* block_barrier = nullptr;
-inline thread_local unsigned exchange_parity = 0;  // the warp collectives this thread made, mod 2 (Warp)
+// The warp collectives this thread has posted operands for (Warp's parity); every block's threads
+// are new std::threads, so all lanes start at 0.
+inline thread_local unsigned exchange_parity = 0;
 inline thread_local Warp* warp = nullptr;
 inline thread_local WarpGroup* warpgroup = nullptr;
 inline thread_local BlockSync* block_sync = nullptr;
@@ -291,8 +293,9 @@ inline float __expf(float x) { return std::exp(x); }
 // Warp collectives, for kernels run by launch_on_host with whole warps (every lane of the warp
 // takes part, as the kernels' full masks say).
 namespace attnfuse_host_cuda {
-// This thread's slots for its next collective that posts operands (Warp).
-inline unsigned (&next_slots())[32] { return warp->slot[exchange_parity++ & 1]; }
+// The parity of this thread's next collective that posts operands, and its shuffle slots (Warp).
+inline unsigned next_parity() { return exchange_parity++ & 1; }
+inline unsigned (&next_slots())[32] { return warp->slot[next_parity()]; }
 inline unsigned lane_exchange(unsigned v, int from) {
   unsigned(&slot)[32] = next_slots();
   slot[threadIdx.x % 32] = v;
@@ -421,7 +424,7 @@ template <class E>
 void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   attnfuse_host_cuda::Warp& w = *attnfuse_host_cuda::warp;
   const unsigned lane = threadIdx.x % 32;
-  unsigned(&frag)[32][6] = w.frag[attnfuse_host_cuda::exchange_parity++ & 1];
+  unsigned(&frag)[32][6] = w.frag[attnfuse_host_cuda::next_parity()];
   for (int i = 0; i < 4; ++i) frag[lane][i] = a[i];
   frag[lane][4] = b0;
   frag[lane][5] = b1;
