@@ -216,35 +216,33 @@ TEST(HopperKernelOnHost, TmaPagedDecode) {
 }
 
 // The stage barriers under the two adversarial schedules the emulator has for them.
-// - The computing warps lag (attnfuse_host_cuda::Lag: they sleep before every mbarrier wait),
-//   and tensor copies land at issue: the loader or producer runs as far ahead as the barriers
-//   let it, so one that refilled a stage before every warp had released it would overwrite a tile
-//   still to be read. (Without the lag the host's threads keep roughly in step, and a loader that
-//   skipped its wait was caught in one run of eight.)
+// - The computing warps lag (attnfuse_host_cuda::Lag: they run only while no other thread can,
+//   and give way before every mbarrier wait), and tensor copies land at issue: the loader or
+//   producer runs as far ahead as the barriers let it, so one that refilled a stage before every
+//   warp had released it would overwrite a tile still to be read.
 // - Tensor copies land just before the next operation on their barrier: a warp that read a stage
 //   without waiting for it would read the stage's previous tile, or the poison.
 TEST(HopperKernelOnHost, StagesHoldUnderAdversarialSchedules) {
   std::mt19937 rng(99);
-  constexpr int kSleep = 20000;  // µs: several tiles of the other side's emulated work
   // 128 rows at D = 64: the loader is thread 128, of the second computing warpgroup.
   using Loader = HostSpec<bf16_t, 64, kWgmma128Loader, Features{.alibi = true}>;
   const char* alibi = "softmax(alibi(causal(scaled_dot_product(Q, K)))) @ V";
-  check_kernel<Loader>(alibi, 1, 1, 1, 100, 900, 1, rng, {.lag = {0, 128, kSleep}});
+  check_kernel<Loader>(alibi, 1, 1, 1, 100, 900, 1, rng, {.lag = {0, 128}});
   check_kernel<Loader>(alibi, 1, 1, 1, 100, 900, 1, rng, {.tma_late = true});
   // 128 rows at D = 128 with the producer warpgroup (threads 256 .. 383).
   using Produced = HostSpec<f16_t, 128, kWgmma128>;
-  check_kernel<Produced>(kCausal, 1, 1, 1, 100, 900, 1, rng, {.lag = {0, 256, kSleep}});
+  check_kernel<Produced>(kCausal, 1, 1, 1, 100, 900, 1, rng, {.lag = {0, 256}});
   check_kernel<Produced>(kCausal, 1, 1, 1, 100, 900, 1, rng, {.tma_late = true});
   // Decode tiles: thread 0 issues the copies, the block meets at a barrier every tile.
   check_kernel<HostSpec<bf16_t, 64, kTmaDecode64Split>>(kCausal, 1, 8, 2, 1, 700, 2, rng, {.tma_late = true});
   // The decode producer warp (threads 128 .. 159).
   using PagedProduced = HostSpec<f16_t, 128, kTmaDecodeWideProduced, Features{.paged = true, .page_slots = 1024}>;
-  check_kernel<PagedProduced>(kCausal, 1, 8, 1, 1, 1500, 2, rng, {.page_size = 16, .lag = {0, 128, kSleep}});
+  check_kernel<PagedProduced>(kCausal, 1, 8, 1, 1, 1500, 2, rng, {.page_size = 16, .lag = {0, 128}});
   check_kernel<PagedProduced>(kCausal, 1, 8, 1, 1, 1500, 2, rng, {.page_size = 16, .tma_late = true});
   // The lockstep schedule over cp.async (no tensor maps; paged prefill): copies landing at issue
-  // while the first warp lags after every block barrier (a refill before the barrier that frees
+  // while the first warp lags behind every block barrier (a refill before the barrier that frees
   // its stage would land under that warp's reads).
-  const CallOptions lockstep{.tensor_maps = false, .lag = {0, 32, kSleep}, .cp_async_early = true};
+  const CallOptions lockstep{.tensor_maps = false, .lag = {0, 32}, .cp_async_early = true};
   check_kernel<Produced>(kCausal, 1, 1, 1, 100, 900, 1, rng, lockstep);
   CallOptions paged = lockstep;
   paged.page_size = 16;

@@ -214,7 +214,7 @@ struct CallOptions {
   // reference stays finite (checked) and a kernel that multiplies their P = 0 makes NaN. A tile's
   // rows past its document's end hold the next document's, which the kernel must zero in V.
   std::vector<int32_t> inf_v_rows = {};
-  attnfuse_host_cuda::Lag lag = {};  // threads that sleep after each block barrier and before each mbarrier wait
+  attnfuse_host_cuda::Lag lag = {};  // threads that run only while no other can (kernel_host.hpp)
   bool tma_late = false;  // tensor copies land just before their barrier's next operation (else at issue)
   bool cp_async_early = false;  // cp.async lands at issue (else at the wait that covers it)
   int bias_batches = 1;  // bias specs: the bias's batch entries, 1 (broadcast) or B

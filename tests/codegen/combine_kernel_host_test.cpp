@@ -1,5 +1,5 @@
 // The split-KV combine kernel of combine.cuh (CombineKernel over SplitMerge) run as a whole grid
-// on the host (codegen/kernel_host.hpp: std::threads for a block's threads, warp shuffles at a
+// on the host (codegen/kernel_host.hpp: fibers for a block's threads, warp shuffles at a
 // barrier of 32), against the log-sum-exp merge in float64: CI has no GPU, and this is the step
 // that makes a split decode call's rows from its parts.
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // - a routine whose threads work on disjoint items runs one emulated thread at a time (set
 //   threadIdx.x, call it);
 // - a whole kernel runs through launch_on_host() (launch_grid_on_host() for a 3-D grid with
-//   dynamic shared memory): each block's threads on their own std::threads,
+//   dynamic shared memory): each block's threads as fibers of their own (host_fibers.hpp),
 //   __syncthreads() a real barrier, each __shared__ array one per kernel (blocks run one after
 //   another); every thread must reach each barrier, as on the GPU;
 // - warp collectives (shuffles, ballots, __syncwarp) meet at a barrier of the warp's 32 threads.
@@ -13,36 +13,23 @@
 // (tests/codegen/attention_kernel_host_test.cpp), and so do Hopper's (wgmma, mbarriers, TMA:
 // kernel_host_hopper.hpp). Asynchronous copies and products complete at the wait that covers
 // them (Deferred, below; cp.async may land at issue instead), some threads can be made to lag
-// (Lag), and a block's shared memory can be poisoned before it runs.
+// (Lag: they run only while no other thread can), and a block's shared memory can be poisoned
+// before it runs.
 // Include this header instead of a kernel header; its tests build with -Wno-unknown-pragmas (GCC
 // does not know #pragma unroll) and -ffp-contract=off (tests/CMakeLists.txt says why).
 #pragma once
 
-#include <barrier>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-extern "C" {
-void AnnotateIgnoreSyncBegin(const char* file, int line);
-void AnnotateIgnoreSyncEnd(const char* file, int line);
-void AnnotateIgnoreReadsBegin(const char* file, int line);
-void AnnotateIgnoreReadsEnd(const char* file, int line);
-void AnnotateIgnoreWritesBegin(const char* file, int line);
-void AnnotateIgnoreWritesEnd(const char* file, int line);
-}
-#endif
+#include "codegen/host_fibers.hpp"
 
 #define ATTNFUSE_KERNELS_ON_HOST 1
 #define __device__
@@ -57,45 +44,17 @@ struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 }  // namespace attnfuse_host_cuda
-// The emulated thread (its own on each std::thread): set threadIdx.x before each call of a
+// The emulated thread (each fiber's own, host_fibers.hpp): set threadIdx.x before each call of a
 // per-thread routine; launch_on_host sets both.
 inline thread_local attnfuse_host_cuda::Dim3 threadIdx, blockIdx;
 inline attnfuse_host_cuda::Dim3 blockDim, gridDim;
 namespace attnfuse_host_cuda {
-// ThreadSanitizer (test_kernel_races, tests/CMakeLists.txt) takes every mutex, atomic and thread
-// start as an ordering. The block barriers and warp meetings are the GPU's own orderings (Meeting,
-// below, states them), but the block's lock (BlockSync::m, which every mbarrier operation takes)
-// is only the emulator's: counted, it would order every mbarrier operation after every earlier
-// one in the block, whatever barrier they name, and hide a stage refilled without waiting for its
-// release.
-// So the emulator's own bookkeeping runs inside an Internal scope (TSan ignores its
-// synchronisation and its memory accesses there), and an mbarrier orders exactly what the GPU's
-// does: an arrival or a copy's bytes on a phase release that phase (order_release), and a wait
-// that sees the phase complete acquires it (order_acquire). Without TSan all of it is empty.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitizer = true;
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
-struct Internal {
-#if defined(__SANITIZE_THREAD__)
-  Internal() {
-    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
-  }
-  ~Internal() {
-    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
-  }
-#else
-  Internal() {}  // (user-provided, so a scope holding one is not an unused variable)
-  ~Internal() {}
-#endif
-  Internal(const Internal&) = delete;
-  Internal& operator=(const Internal&) = delete;
-};
+// ThreadSanitizer (test_kernel_races, tests/CMakeLists.txt) sees each fiber as a thread and is
+// told of no ordering between them but those the GPU has: the emulator's own bookkeeping runs
+// inside Internal scopes (host_fibers.hpp), the block barriers and warp meetings order their
+// participants (Meeting, below), and an mbarrier orders exactly what the GPU's does: an arrival
+// or a copy's bytes on a phase release that phase (order_release), and a wait that sees the phase
+// complete acquires it (order_acquire). Without TSan all of it is empty.
 #if defined(__SANITIZE_THREAD__)
 inline void order_release(const void* key) { __tsan_release(const_cast<void*>(key)); }
 inline void order_acquire(const void* key) { __tsan_acquire(const_cast<void*>(key)); }
@@ -105,39 +64,47 @@ inline void order_acquire(const void*) {}
 #endif
 
 // A barrier of the emulated block: a warp's meeting (its collectives), a warpgroup's (wgmma), the
-// block barrier or a named one. Under TSan its ordering is stated, not inherited: libstdc++'s
-// std::barrier parks its waiters in a process-wide table of waiter slots hashed by address, and
-// TSan takes the slots' shared atomics as orderings between any two threads whose barriers share
-// a slot (a warpgroup's meeting ordered the other warpgroup after it, and a missing block barrier
-// went unreported). So the barrier itself runs inside an Internal scope, and each episode orders
-// exactly its participants: every one releases the episode's key before it arrives and acquires
-// it after the episode completes. The keys alternate by episode parity, each participant counting
-// its own episodes: a participant one episode ahead releases the other key, so a lagging one
-// acquires nothing of the next episode's work, and none can be two ahead.
+// block barrier or a named one. Its arrivals are counted per episode; the last arrival of an
+// episode wakes the fibers waiting at it and runs on. Under TSan each episode orders exactly its
+// participants: every one releases the episode's key before it arrives and acquires it after the
+// episode completes. The keys alternate by episode parity: a participant one episode ahead
+// releases the other key, so one still to wake acquires nothing of the next episode's work, and
+// none can be two ahead.
 struct Meeting {
-  explicit Meeting(std::ptrdiff_t count) : bar(count) {}
-  std::barrier<> bar;
+  explicit Meeting(int count) : expected(count) {}
+  int expected;     // arrivals that complete an episode (fewer once threads exit)
+  int arrived = 0;  // in the current episode
+  unsigned episode = 0;
+  std::vector<Fiber*> waiting;
   char keys[2] = {};  // (TSan) what the episodes of each parity are ordered by
 };
-inline void meet(Meeting& m) {
-  if constexpr (kThreadSanitizer) {
-    thread_local std::map<const Meeting*, unsigned> episodes;  // this thread's, per barrier
-    const char* key = &m.keys[episodes[&m]++ % 2];
-    order_release(key);
-    {
-      Internal internal;
-      m.bar.arrive_and_wait();
-    }
-    order_acquire(key);
-  } else {
-    m.bar.arrive_and_wait();
-  }
+inline void complete_episode(Meeting& m) {
+  m.arrived = 0;
+  ++m.episode;
+  for (Fiber* f : m.waiting) fiber_wake(f);
+  m.waiting.clear();
 }
-// An exiting thread no longer counts at the barrier (PTX exit). It orders nothing: a thread that
-// exits takes part in no later episode.
+inline void meet(Meeting& m) {
+  // (Read outside an Internal scope: only Internal scopes write the episode count, and TSan has
+  // a race only where one of two accesses is a write it saw.)
+  const char* key = kThreadSanitizer ? &m.keys[m.episode % 2] : nullptr;
+  order_release(key);
+  {
+    Internal internal;
+    if (++m.arrived == m.expected) {
+      complete_episode(m);
+    } else {
+      m.waiting.push_back(fiber_current());
+      fiber_wait();
+    }
+  }
+  order_acquire(key);
+}
+// An exiting thread no longer counts at the barrier (PTX exit): it arrives at the current episode
+// and at no later one. It orders nothing: a thread that exits takes part in no later episode.
 inline void leave(Meeting& m) {
   Internal internal;
-  m.bar.arrive_and_drop();
+  if (--m.expected == m.arrived && m.arrived > 0) complete_episode(m);
 }
 // One warp of a block run by launch_on_host: its 32 lanes meet at `bar`, and exchange values
 // through `slot` for the shuffles. A collective that posts operands (a shuffle, a ballot, an
@@ -161,15 +128,13 @@ struct WarpGroup {
   float b_val[16][256] = {};
 };
 // The block's named barriers (bar.sync id, count; id 0 is the block barrier), each made by the
-// first thread to reach it with the count it names; and the condition its mbarrier waiters sleep
-// on (kernel_host_hopper.hpp), signalled by every mbarrier update under `m`.
+// first thread to reach it with the count it names; and what its mbarriers keep
+// (kernel_host_hopper.hpp). All of it the emulator's: touched inside Internal scopes.
 struct BlockSync {
-  std::mutex m;
-  std::condition_variable mbar_changed;
   // Tensor copies issued and not yet landed, with their mbarriers (kernel_host_hopper.hpp's
-  // late landing), under `m`. Each on the heap: its address names its issue to ThreadSanitizer.
+  // late landing). Each on the heap: its address names its issue to ThreadSanitizer.
   std::vector<std::pair<unsigned, std::unique_ptr<std::function<void()>>>> copies_in_flight;
-  // Per mbarrier (by address), under `m`, kept only under ThreadSanitizer: the phases completed
+  // Per mbarrier (by address), kept only under ThreadSanitizer: the phases completed
   // since its init, and one byte per phase that names it to TSan (kernel_host_hopper.hpp's
   // phase_key; by parity alone, a producer two phases ahead of a lagging reader, as a stage
   // refilled without waiting for its release lets it run, would order the reader after the
@@ -178,8 +143,7 @@ struct BlockSync {
   std::map<std::pair<unsigned, unsigned long long>, std::unique_ptr<char>> phase_keys;
   std::unique_ptr<Meeting> bar[16];
   Meeting& get(int id, int count) {
-    Internal internal;  // the emulator's lock, not an ordering of the kernel's
-    std::lock_guard<std::mutex> lock(m);
+    Internal internal;
     if (!bar[id]) bar[id] = std::make_unique<Meeting>(count);
     return *bar[id];
   }
@@ -207,19 +171,27 @@ struct Deferred {
   }
   bool idle() const { return groups.empty() && open.empty(); }
 };
-inline thread_local Deferred cp_async_ops, wgmma_ops;
+// What an emulated thread writes of its own besides its kernel's memory: a fiber's, reached
+// through the thread_local `own` (every fiber shares the host thread's thread_locals, and TSan
+// would take two fibers' writes to one of them for a race).
+struct OwnState {
+  Deferred cp_async_ops, wgmma_ops;
+  // The warp collectives this thread has posted operands for (Warp's parity); each block's
+  // threads start at 0.
+  unsigned exchange_parity = 0;
+};
 // cp.async lands at the wait that covers its group (false: the latest moment, so a tile read
 // before its wait shows) or at issue (true: the earliest, so a stage refilled before every warp
 // is done with it shows).
 inline bool cp_async_lands_early = false;
-// Threads [first, last) of every block sleep `micros` after each block barrier and before each
-// mbarrier wait (kernel_host_hopper.hpp), so the rest of the block runs as far ahead as its
-// barriers let it. The host's threads otherwise keep roughly in step, and a missing barrier
-// between warps (a stage refilled before every warp has read it, read before its copy) shows
-// only by chance; lagging one side makes the overwrite or the early read land almost every time.
+// Threads [first, last) of every block lag: they run only while no other thread of the block can
+// (host_fibers.hpp), and give way again after each block barrier and before each mbarrier wait
+// (kernel_host_hopper.hpp), so the rest of the block runs as far ahead as its barriers let it.
+// Otherwise the fibers take turns from one wait to the next, and a missing barrier between warps
+// (a stage refilled before every warp has read it, read before its copy) may change no result;
+// lagging one side makes the overwrite or the early read land.
 struct Lag {
   unsigned first = 0, last = 0;
-  int micros = 0;
 };
 inline Lag lag;
 [[noreturn]] inline void emulation_fault(const char* what) {
@@ -230,13 +202,16 @@ inline Lag lag;
 // set by a launch that gives the kernel dynamic shared memory; null elsewhere, where
 // __cvta_generic_to_shared is the pointer itself.
 inline char* smem_base = nullptr;
+// The emulated thread's own (the host thread's when no block runs): swapped in as its fiber runs
+// (launch_grid_on_host).
 inline thread_local Meeting* block_barrier = nullptr;
-// The warp collectives this thread has posted operands for (Warp's parity); every block's threads
-// are new std::threads, so all lanes start at 0.
-inline thread_local unsigned exchange_parity = 0;
 inline thread_local Warp* warp = nullptr;
 inline thread_local WarpGroup* warpgroup = nullptr;
 inline thread_local BlockSync* block_sync = nullptr;
+inline OwnState host_own;  // a per-thread routine's, run on the host thread itself
+inline thread_local OwnState* own = &host_own;
+inline Deferred& cp_async_ops() { return own->cp_async_ops; }
+inline Deferred& wgmma_ops() { return own->wgmma_ops; }
 }  // namespace attnfuse_host_cuda
 
 struct uint2 {
@@ -294,7 +269,7 @@ inline float __expf(float x) { return std::exp(x); }
 // takes part, as the kernels' full masks say).
 namespace attnfuse_host_cuda {
 // The parity of this thread's next collective that posts operands, and its shuffle slots (Warp).
-inline unsigned next_parity() { return exchange_parity++ & 1; }
+inline unsigned next_parity() { return own->exchange_parity++ & 1; }
 inline unsigned (&next_slots())[32] { return warp->slot[next_parity()]; }
 inline unsigned lane_exchange(unsigned v, int from) {
   unsigned(&slot)[32] = next_slots();
@@ -329,8 +304,7 @@ inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
 }
 namespace attnfuse_host_cuda {
 inline void lag_if_lagging() {
-  if (lag.micros > 0 && threadIdx.x >= lag.first && threadIdx.x < lag.last)
-    std::this_thread::sleep_for(std::chrono::microseconds(lag.micros));
+  if (threadIdx.x >= lag.first && threadIdx.x < lag.last) fiber_yield();
 }
 }  // namespace attnfuse_host_cuda
 inline void __syncthreads() {
@@ -339,9 +313,29 @@ inline void __syncthreads() {
 }
 
 namespace attnfuse_host_cuda {
+// The thread_locals an emulated thread reads, each fiber's copy (host_fibers.hpp swaps it with
+// the thread's as the fiber leaves and resumes).
+struct ThreadLocals {
+  Dim3 thread_idx, block_idx;
+  Meeting* block_barrier;
+  Warp* warp;
+  WarpGroup* warpgroup;
+  BlockSync* block_sync;
+  OwnState* own;
+  void swap_in_out() {
+    std::swap(threadIdx, thread_idx);
+    std::swap(blockIdx, block_idx);
+    std::swap(attnfuse_host_cuda::block_barrier, block_barrier);
+    std::swap(attnfuse_host_cuda::warp, warp);
+    std::swap(attnfuse_host_cuda::warpgroup, warpgroup);
+    std::swap(attnfuse_host_cuda::block_sync, block_sync);
+    std::swap(attnfuse_host_cuda::own, own);
+  }
+};
+
 // Runs kernel() over a 3-D grid of `threads`-thread blocks: one block at a time, each of its
-// threads on a std::thread of its own, so __syncthreads() is a real barrier. `smem`: every
-// block's dynamic shared memory, where the kernels' smem_addr offsets count from (null for
+// threads a fiber of its own (host_fibers.hpp), so __syncthreads() is a real barrier. `smem`:
+// every block's dynamic shared memory, where the kernels' smem_addr offsets count from (null for
 // kernels that take none); its first `poison_bytes` are set to 0xff before each block (NaN in
 // 16-bit elements), so that a kernel that reads shared memory nothing wrote fails its test as
 // garbage there would fail it on a GPU.
@@ -354,31 +348,27 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         if (poison_bytes > 0) std::memset(smem, 0xff, poison_bytes);
-        Meeting bar(static_cast<std::ptrdiff_t>(threads));
+        Meeting bar(static_cast<int>(threads));
         std::vector<Warp> warps((threads + 31) / 32);  // (collectives need whole warps)
         std::vector<WarpGroup> groups((threads + 127) / 128);
         BlockSync sync;
-        std::vector<std::thread> pool;
-        pool.reserve(threads);
+        std::vector<OwnState> owns(threads);
+        std::vector<ThreadLocals> locals(threads);
         for (unsigned t = 0; t < threads; ++t)
-          pool.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            blockIdx = {x, y, z};
-            block_barrier = &bar;
-            warp = &warps[t / 32];
-            warpgroup = &groups[t / 128];
-            block_sync = &sync;
-            cp_async_ops = {};
-            wgmma_ops = {};
-            kernel();
-            // A warpgroup MMA never waited for has no defined result; copies may be left in
-            // flight (the block's shared memory goes with it).
-            if (!wgmma_ops.idle()) emulation_fault("a thread exits with warpgroup MMAs not waited for");
-            // An exited thread no longer counts at the block barrier (PTX exit): the producer
-            // warps leave early, and the computing warps' __syncthreads() go on without them.
-            leave(bar);
-          });
-        for (std::thread& th : pool) th.join();
+          locals[t] = {{t, 0, 0}, {x, y, z}, &bar, &warps[t / 32], &groups[t / 128], &sync, &owns[t]};
+        run_fibers(
+            threads,
+            [&](unsigned) {
+              kernel();
+              // A warpgroup MMA never waited for has no defined result; copies may be left in
+              // flight (the block's shared memory goes with it).
+              if (!wgmma_ops().idle()) emulation_fault("a thread exits with warpgroup MMAs not waited for");
+              // An exited thread no longer counts at the block barrier (PTX exit): the producer
+              // warps leave early, and the computing warps' __syncthreads() go on without them.
+              leave(bar);
+            },
+            [&](unsigned t) { return t >= lag.first && t < lag.last; },
+            [&](unsigned t) { locals[t].swap_in_out(); });
       }
   smem_base = nullptr;
 }
@@ -487,12 +477,12 @@ inline void cp_async_16(u32 dst, const void* src, int src_bytes) {
     std::memset(to + src_bytes, 0, static_cast<size_t>(16 - src_bytes));
   };
   if (attnfuse_host_cuda::cp_async_lands_early) copy();
-  else attnfuse_host_cuda::cp_async_ops.open.push_back(copy);
+  else attnfuse_host_cuda::cp_async_ops().open.push_back(copy);
 }
-inline void cp_async_commit() { attnfuse_host_cuda::cp_async_ops.commit(); }
+inline void cp_async_commit() { attnfuse_host_cuda::cp_async_ops().commit(); }
 template <int N>
 inline void cp_async_wait() {
-  attnfuse_host_cuda::cp_async_ops.wait(N);
+  attnfuse_host_cuda::cp_async_ops().wait(N);
 }
 inline float fast_exp2(float x) { return std::exp2(x); }
 inline float fast_tanh(float x) { return std::tanh(x); }

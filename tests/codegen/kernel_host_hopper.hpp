@@ -11,24 +11,23 @@
 //   (mn / 64) LBO + (k / 8) SBO + (k % 8) 128 B + 2 (mn % 64), both swizzled by address (16-byte
 //   chunk bits [4,7) XOR bits [7,10)). The GPU suite pins that reading: the kernels pass on the
 //   device with it, and here they fail with LBO and SBO swapped.
-// - An mbarrier is its 8 bytes of shared memory, updated under the block's lock: pending
-//   arrivals, the count they reset to, the transaction bytes still owed and the phase bit. A phase
-//   completes when both reach zero; try_wait.parity P holds once the phase bit differs from P
-//   (the phase of parity P is done), as on the GPU, which also keeps only the current and the
-//   preceding phase. Waiters sleep on the block's condition; a phase that never completes stops
-//   the test.
+// - An mbarrier is its 8 bytes of shared memory: pending arrivals, the count they reset to, the
+//   transaction bytes still owed and the phase bit. A phase completes when both reach zero;
+//   try_wait.parity P holds once the phase bit differs from P (the phase of parity P is done), as
+//   on the GPU, which also keeps only the current and the preceding phase. A waiter's fiber waits
+//   for the block's next mbarrier update and looks again; a phase that never completes leaves
+//   every thread waiting, which stops the test (host_fibers.hpp).
 // - cp.async.bulk.tensor copies its box into the 128-byte swizzled layout (address bits, as
 //   above), elements outside the tensor zero, and completes the box's bytes on the barrier. It
 //   lands at issue (the earliest moment: a stage refilled while it is still read shows then) or,
 //   with tma_lands_late, just before the next operation on its barrier (the latest: a stage read
 //   without waiting for its copy shows then). The tensor map is a HostTensorMap (below) in the
 //   CUtensorMap's 128 bytes, made from the geometry runtime::tile_map_geometry hands the driver.
-// - Threads can be made to lag before each mbarrier wait (kernel_host.hpp's Lag), so that the
-//   rest of the block runs as far ahead as its barriers let it.
+// - Lagging threads give way before each mbarrier wait (kernel_host.hpp's Lag), so that the rest
+//   of the block runs as far ahead as its barriers let it.
 // - setmaxnreg, the proxy fences and the map prefetch are no-ops.
 #pragma once
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -144,7 +143,7 @@ inline unsigned long long& mbar_word(u32 bar) {
   return *reinterpret_cast<unsigned long long*>(attnfuse_host_cuda::smem_base + bar);
 }
 // What ThreadSanitizer's orderings name phase n of an mbarrier by (n counted from its init;
-// kernel_host.hpp's order_release): a byte of the block's own. Called under the block's lock.
+// kernel_host.hpp's order_release): a byte of the block's own. Called inside an Internal scope.
 inline const void* phase_key(u32 bar, unsigned long long n) {
   auto& key = attnfuse_host_cuda::block_sync->phase_keys[{bar, n}];
   if (!key) key = std::make_unique<char>();
@@ -153,22 +152,19 @@ inline const void* phase_key(u32 bar, unsigned long long n) {
 // Applies `arrivals` arrivals and `bytes` more owed (negative: bytes delivered), completing the
 // phase when nothing is pending or owed; the block's mbarrier waiters then look again. The phase
 // cannot complete without this update, so the one current at first is the one it counts
-// towards: under TSan that phase is released before the update can complete it (a lock of its
-// own, which other builds do not take).
+// towards: under TSan that phase is released before the update can complete it.
 inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
   if constexpr (attnfuse_host_cuda::kThreadSanitizer) {
     const void* key;
     {
       attnfuse_host_cuda::Internal internal;
-      std::lock_guard<std::mutex> lock(sync.m);
       key = phase_key(bar, sync.phases_done[bar]);
     }
     attnfuse_host_cuda::order_release(key);
   }
   {
     attnfuse_host_cuda::Internal internal;
-    std::lock_guard<std::mutex> lock(sync.m);
     Mbar m = Mbar::decode(mbar_word(bar));
     if (m.count == 0) attnfuse_host_cuda::emulation_fault("an mbarrier used before its init");
     if (arrivals > m.pending) attnfuse_host_cuda::emulation_fault("more arrivals than an mbarrier's phase expects");
@@ -180,9 +176,8 @@ inline void mbar_update(u32 bar, u32 arrivals, long long bytes) {
       if constexpr (attnfuse_host_cuda::kThreadSanitizer) ++sync.phases_done[bar];
     }
     mbar_word(bar) = m.encode();
+    attnfuse_host_cuda::fiber_wake_mbarrier_waiters();
   }
-  attnfuse_host_cuda::Internal internal;
-  sync.mbar_changed.notify_all();
 }
 // Late landing (attnfuse_host_cuda::tma_lands_late): the copies in flight on `bar` land now,
 // before any other operation on it (a wait, an arrival, the next phase's expected bytes), the
@@ -194,7 +189,6 @@ inline void land_copies(u32 bar) {
   std::vector<std::unique_ptr<std::function<void()>>> landing;
   {
     attnfuse_host_cuda::Internal internal;
-    std::lock_guard<std::mutex> lock(sync.m);
     auto& in_flight = sync.copies_in_flight;
     for (auto it = in_flight.begin(); it != in_flight.end();) {
       if (it->first == bar) {
@@ -213,12 +207,12 @@ inline void land_copies(u32 bar) {
 }  // namespace host_detail
 
 inline void wgmma_fence() {}
-inline void wgmma_commit() { attnfuse_host_cuda::wgmma_ops.commit(); }
+inline void wgmma_commit() { attnfuse_host_cuda::wgmma_ops().commit(); }
 template <int N>
 inline void wgmma_wait() {
-  if (!attnfuse_host_cuda::wgmma_ops.open.empty())
+  if (!attnfuse_host_cuda::wgmma_ops().open.empty())
     attnfuse_host_cuda::emulation_fault("wgmma.wait_group with products issued and not committed");
-  attnfuse_host_cuda::wgmma_ops.wait(N);
+  attnfuse_host_cuda::wgmma_ops().wait(N);
 }
 inline void fence_proxy_async_smem() {}
 template <int N>
@@ -231,7 +225,6 @@ inline void tma_prefetch_map(const void*) {}
 
 inline void mbar_init(u32 bar, int count) {
   attnfuse_host_cuda::Internal internal;  // (the kernels publish the init with a block barrier)
-  std::lock_guard<std::mutex> lock(attnfuse_host_cuda::block_sync->m);
   host_detail::mbar_word(bar) = host_detail::Mbar{static_cast<u32>(count), static_cast<u32>(count), 0, 0}.encode();
   if constexpr (attnfuse_host_cuda::kThreadSanitizer) attnfuse_host_cuda::block_sync->phases_done[bar] = 0;
 }
@@ -244,27 +237,23 @@ inline void mbar_arrive(u32 bar) {
   host_detail::land_copies(bar);
   host_detail::mbar_update(bar, 1, 0);
 }
-// A phase that never completes would hang the GPU; here it stops the test after 60 s (the
-// emulated grids finish in well under a second per block). A lagging thread
-// (attnfuse_host_cuda::lag) sleeps before each wait.
+// A phase that never completes would hang the GPU; here it leaves every thread of the block
+// waiting, which stops the test (host_fibers.hpp). Each look at the barrier is an operation on
+// it, so copies in flight on it land first. A lagging thread (attnfuse_host_cuda::lag) gives way
+// before each wait.
 inline void mbar_wait(u32 bar, u32 parity) {
   attnfuse_host_cuda::lag_if_lagging();
-  host_detail::land_copies(bar);
   attnfuse_host_cuda::BlockSync& sync = *attnfuse_host_cuda::block_sync;
-  bool done;
   const void* key = nullptr;
-  {
+  for (bool done = false; !done;) {
+    host_detail::land_copies(bar);
     attnfuse_host_cuda::Internal internal;
-    std::unique_lock<std::mutex> lock(sync.m);
-    done = sync.mbar_changed.wait_for(lock, std::chrono::seconds(60), [&] {
-      return host_detail::Mbar::decode(host_detail::mbar_word(bar)).phase != parity;
-    });
+    done = host_detail::Mbar::decode(host_detail::mbar_word(bar)).phase != parity;
+    if (!done) attnfuse_host_cuda::fiber_wait_mbarrier();
     // (TSan) The phase the wait saw complete: the last one, of parity `parity` (the current one
     // has the other).
-    if (attnfuse_host_cuda::kThreadSanitizer && done)
-      key = host_detail::phase_key(bar, sync.phases_done[bar] - 1);
+    else if (attnfuse_host_cuda::kThreadSanitizer) key = host_detail::phase_key(bar, sync.phases_done[bar] - 1);
   }
-  if (!done) attnfuse_host_cuda::emulation_fault("an mbarrier wait whose phase never completes (a deadlock on the GPU)");
   attnfuse_host_cuda::order_acquire(key);
 }
 
@@ -299,8 +288,8 @@ inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1
         [dst, m, bar, c0, c1, c2, c3] { host_detail::tma_copy(dst, m, bar, c0, c1, c2, c3); });
     attnfuse_host_cuda::order_release(copy.get());
     attnfuse_host_cuda::Internal internal;
-    std::lock_guard<std::mutex> lock(sync.m);
     sync.copies_in_flight.emplace_back(bar, std::move(copy));
+    attnfuse_host_cuda::fiber_wake_mbarrier_waiters();  // their next look lands it
     return;
   }
   host_detail::tma_copy(dst, *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map), bar, c0, c1, c2, c3);
@@ -311,14 +300,14 @@ inline void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1
 template <class T, int N>
 inline void wgmma_ss(float (&d)[N / 8][4], u64 desc_a, u64 desc_b, int accumulate) {
   float (*acc)[N / 8][4] = &d;
-  attnfuse_host_cuda::wgmma_ops.open.push_back(
+  attnfuse_host_cuda::wgmma_ops().open.push_back(
       [acc, desc_a, desc_b, accumulate] { host_detail::wgmma<T, N>(*acc, nullptr, desc_a, desc_b, false, accumulate); });
 }
 template <class T, int N, bool kTransB>
 inline void wgmma_rs_t(float (&d)[N / 8][4], const u32 (&a)[4], u64 desc_b, int accumulate) {
   float (*acc)[N / 8][4] = &d;
   const u32* regs = a;
-  attnfuse_host_cuda::wgmma_ops.open.push_back(
+  attnfuse_host_cuda::wgmma_ops().open.push_back(
       [acc, regs, desc_b, accumulate] { host_detail::wgmma<T, N>(*acc, regs, 0, desc_b, kTransB, accumulate); });
 }
 }  // namespace attnfuse_kernels

@@ -1,6 +1,6 @@
 // rope_window's per-tile pair plan (rope.cuh, pair_plan: one warp classifies every pair of a
 // (query tile, key tile) as live, boundary or dead with ballots) run on the host by a warp of 32
-// std::threads (codegen/kernel_host.hpp), against the float64 rule cell by cell: a pair is live
+// fibers (codegen/kernel_host.hpp), against the float64 rule cell by cell: a pair is live
 // when every cell of the tile keeps it (|Δ| <= k · λ_r), dead when none does, boundary otherwise.
 // The plan decides which K dims the mma.sync kernels load and multiply, so a wrong bit drops a
 // term or keeps one that ATFlash prunes.
