@@ -490,9 +490,9 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
 
   attnfuse_host_cuda::lag = call.lag;
   // ATTNFUSE_HOST_COPIES=flipped (a second ctest pass, tests/CMakeLists.txt): every copy lands at
-  // the other end of its window than by default, tensor copies late and cp.async at issue.
-  const char* copies = std::getenv("ATTNFUSE_HOST_COPIES");
-  const bool flipped = copies != nullptr && std::string(copies) == "flipped";
+  // the other end of its window than by default, tensor copies late and cp.async at issue (and
+  // the threads start in descending order, kernel_host.hpp).
+  const bool flipped = attnfuse_host_cuda::flipped_schedule();
   attnfuse_host_cuda::tma_lands_late = call.tma_late || flipped;
   attnfuse_host_cuda::cp_async_lands_early = call.cp_async_early || flipped;
   launch_forward<Spec>(p, grid);

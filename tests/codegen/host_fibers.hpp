@@ -5,8 +5,13 @@
 // a context switch for every lane at every warp collective (on CI's two cores that was most of
 // the host kernel tests' time, and half of it was the kernel's), and a block whose threads all
 // wait is a deadlock found at once instead of a timeout.
+// - The schedule is the same every run: the threads start in index order, ascending or (the
+//   flipped copy mode's) descending, and resume from each barrier in the order they reached it,
+//   so each stretch between two barriers runs thread by thread in that order. A thread that
+//   reads what another writes with no barrier between them reads it stale under one of the two
+//   orders (where the result can show it; TSan reports it under both).
 // - Lagging threads (kernel_host.hpp's Lag) run only while no other thread is ready, so the rest
-//   of the block runs as far ahead as its barriers let it, every run the same.
+//   of the block runs as far ahead as its barriers let it.
 // - ThreadSanitizer (test_kernel_races) sees each fiber as a thread of its own and is told of
 //   every switch without an ordering: the emulator states the orderings the GPU has (Meeting,
 //   mbarriers), and a fiber's start and end are ordered after the launch and before its return.
@@ -336,17 +341,19 @@ inline void fiber_yield() {
   fiber_wait();
 }
 
-// Runs `count` emulated threads, body(i) on fiber i, until every one has returned; lagging(i)
-// says which lag. swap_state(i) exchanges the thread_locals of the emulated thread with fiber i's
-// own copy (kernel_host.hpp), called as fiber i leaves and again as it resumes.
-inline void run_fibers(unsigned count, const std::function<void(unsigned)>& body,
+// Runs `count` emulated threads, body(i) on fiber i, until every one has returned, starting them
+// in ascending index order or descending; lagging(i) says which lag. swap_state(i) exchanges the
+// thread_locals of the emulated thread with fiber i's own copy (kernel_host.hpp), called as fiber
+// i leaves and again as it resumes.
+inline void run_fibers(unsigned count, bool descending, const std::function<void(unsigned)>& body,
                        const std::function<bool(unsigned)>& lagging,
                        const std::function<void(unsigned)>& swap_state) {
   Fibers f;
   {
     Internal internal;
     if (fibers != nullptr) fiber_fault("a block launched from inside another block");
-    for (unsigned i = 0; i < count; ++i) {
+    for (unsigned n = 0; n < count; ++n) {
+      const unsigned i = descending ? count - 1 - n : n;
       Fiber& t = fiber_detail::worker(i);
       t.body = [&body, i] { body(i); };
       t.swap_state = [&swap_state, i] { swap_state(i); };

@@ -65,7 +65,8 @@ inline void order_acquire(const void*) {}
 
 // A barrier of the emulated block: a warp's meeting (its collectives), a warpgroup's (wgmma), the
 // block barrier or a named one. Its arrivals are counted per episode; the last arrival of an
-// episode wakes the fibers waiting at it and runs on. Under TSan each episode orders exactly its
+// episode wakes the fibers waiting at it and queues behind them, so they resume in the order they
+// arrived (host_fibers.hpp's schedule). Under TSan each episode orders exactly its
 // participants: every one releases the episode's key before it arrives and acquires it after the
 // episode completes. The keys alternate by episode parity: a participant one episode ahead
 // releases the other key, so one still to wake acquires nothing of the next episode's work, and
@@ -91,12 +92,9 @@ inline void meet(Meeting& m) {
   order_release(key);
   {
     Internal internal;
-    if (++m.arrived == m.expected) {
-      complete_episode(m);
-    } else {
-      m.waiting.push_back(fiber_current());
-      fiber_wait();
-    }
+    m.waiting.push_back(fiber_current());
+    if (++m.arrived == m.expected) complete_episode(m);
+    fiber_wait();
   }
   order_acquire(key);
 }
@@ -184,6 +182,14 @@ struct OwnState {
 // before its wait shows) or at issue (true: the earliest, so a stage refilled before every warp
 // is done with it shows).
 inline bool cp_async_lands_early = false;
+// ATTNFUSE_HOST_COPIES=flipped (ctest's second pass over the host kernels, tests/CMakeLists.txt):
+// every block's threads start in descending index order instead of ascending (host_fibers.hpp),
+// and the attention tests land every copy at the other end of its window
+// (attention_kernel_host.hpp).
+inline bool flipped_schedule() {
+  const char* v = std::getenv("ATTNFUSE_HOST_COPIES");
+  return v != nullptr && std::strcmp(v, "flipped") == 0;
+}
 // Threads [first, last) of every block lag: they run only while no other thread of the block can
 // (host_fibers.hpp), and give way again after each block barrier and before each mbarrier wait
 // (kernel_host_hopper.hpp), so the rest of the block runs as far ahead as its barriers let it.
@@ -357,7 +363,7 @@ void launch_grid_on_host(Dim3 grid, unsigned threads, char* smem, Kernel&& kerne
         for (unsigned t = 0; t < threads; ++t)
           locals[t] = {{t, 0, 0}, {x, y, z}, &bar, &warps[t / 32], &groups[t / 128], &sync, &owns[t]};
         run_fibers(
-            threads,
+            threads, flipped_schedule(),
             [&](unsigned) {
               kernel();
               // A warpgroup MMA never waited for has no defined result; copies may be left in
