@@ -5,11 +5,13 @@
 // a context switch for every lane at every warp collective (on CI's two cores that was most of
 // the host kernel tests' time, and half of it was the kernel's), and a block whose threads all
 // wait is a deadlock found at once instead of a timeout.
-// - The schedule is the same every run: the threads start in index order, ascending or (the
-//   flipped copy mode's) descending, and resume from each barrier in the order they reached it,
-//   so each stretch between two barriers runs thread by thread in that order. A thread that
-//   reads what another writes with no barrier between them reads it stale under one of the two
-//   orders (where the result can show it; TSan reports it under both).
+// - The schedule is the same every run, and depth first: the threads start in index order,
+//   ascending or (the flipped copy mode's) descending, and the threads a barrier releases resume
+//   at once, in the order they reached it, ahead of every other ready thread. So a warp runs on
+//   through its own collectives until it waits for the block, and the block's warps run their
+//   stretches between block barriers one after another: a warp that reads what another writes
+//   with no block barrier between them reads it stale under one of the two orders (where the
+//   result can show it; TSan reports it under both).
 // - Lagging threads (kernel_host.hpp's Lag) run only while no other thread is ready, so the rest
 //   of the block runs as far ahead as its barriers let it.
 // - ThreadSanitizer (test_kernel_races) sees each fiber as a thread of its own and is told of
@@ -321,9 +323,18 @@ inline Fiber& worker(size_t i) {
 // record for each of its three ignores, so the callers' one serves).
 // The current fiber waits: it has put itself where a fiber_wake() will find it (a barrier's
 // waiters, the mbarrier waiters); the next ready fiber runs.
-inline void fiber_wait() { fiber_detail::switch_to(*fibers->current, fiber_detail::next_ready()); }
+inline void fiber_wait() {
+  Fiber& next = fiber_detail::next_ready();
+  if (&next != fibers->current) fiber_detail::switch_to(*fibers->current, next);  // (it may be the next itself)
+}
 inline Fiber* fiber_current() { return fibers->current; }
 inline void fiber_wake(Fiber* fiber) { (fiber->lagging ? fibers->ready_lagging : fibers->ready).push_back(fiber); }
+// A barrier's released threads, in arrival order, ahead of every other ready thread (lagging
+// ones ahead of the other lagging ones).
+inline void fiber_wake_first(const std::vector<Fiber*>& released) {
+  for (auto it = released.rbegin(); it != released.rend(); ++it)
+    ((*it)->lagging ? fibers->ready_lagging : fibers->ready).push_front(*it);
+}
 // An mbarrier waiter waits for the next update of any of the block's mbarriers (or a tensor copy
 // put in flight, which its next look lands).
 inline void fiber_wait_mbarrier() {

@@ -65,8 +65,8 @@ inline void order_acquire(const void*) {}
 
 // A barrier of the emulated block: a warp's meeting (its collectives), a warpgroup's (wgmma), the
 // block barrier or a named one. Its arrivals are counted per episode; the last arrival of an
-// episode wakes the fibers waiting at it and queues behind them, so they resume in the order they
-// arrived (host_fibers.hpp's schedule). Under TSan each episode orders exactly its
+// episode releases every participant, itself last, to resume in the order they arrived ahead of
+// the other ready threads (host_fibers.hpp's schedule). Under TSan each episode orders exactly its
 // participants: every one releases the episode's key before it arrives and acquires it after the
 // episode completes. The keys alternate by episode parity: a participant one episode ahead
 // releases the other key, so one still to wake acquires nothing of the next episode's work, and
@@ -82,7 +82,7 @@ struct Meeting {
 inline void complete_episode(Meeting& m) {
   m.arrived = 0;
   ++m.episode;
-  for (Fiber* f : m.waiting) fiber_wake(f);
+  fiber_wake_first(m.waiting);
   m.waiting.clear();
 }
 inline void meet(Meeting& m) {
@@ -109,8 +109,8 @@ inline void leave(Meeting& m) {
 // ldmatrix, an mma) takes the slots of its parity: every lane makes the same collectives in the
 // same order, so all count the same parity (exchange_parity), and a lane reuses a parity's slots
 // only after the next collective's meeting, which no lane leaves before every lane has read this
-// one's. So each such collective meets once, not twice (before and after reading): the host
-// runs each block's threads on two cores, and every meeting costs each lane a context switch.
+// one's. So each such collective meets once, not twice (before and after reading): every meeting
+// costs each lane a fiber switch.
 struct Warp {
   Meeting bar{32};
   unsigned slot[2][32] = {};
@@ -426,8 +426,7 @@ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   frag[lane][5] = b1;
   meet(w.bar);
   // The lanes' posted registers, not the kernel's memory, and Warp's parity orders them: TSan
-  // need not check these reads (its check of them was the top entry of the TSan tests' profile;
-  // unchecked, the two runs of test_kernel_races take 414 s instead of 467).
+  // need not check these reads (its check of them was the top entry of the TSan tests' profile).
   attnfuse_host_cuda::Internal internal;
   const auto A = [&](int r, int k) {  // a[0]: rows 0-7, k 0-7; a[1]: rows 8-15; a[2], a[3]: k 8-15
     return half_of<E>(frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
