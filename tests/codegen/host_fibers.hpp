@@ -58,7 +58,7 @@ void AnnotateIgnoreWritesEnd(const char* file, int line);
 #if !defined(ATTNFUSE_HOST_FIBERS_UCONTEXT)
 // attnfuse_host_switch(save, load): pushes the callee-saved registers, stores the stack pointer
 // at *save, continues on stack `load` (as left by a switch away from it, or made by
-// new_fiber_stack) and pops its registers. Weak: every test file that includes this emits it.
+// fiber_detail::worker) and pops its registers. Weak: every test file that includes this emits it.
 extern "C" void attnfuse_host_switch(void** save, void* load);
 extern "C" void attnfuse_host_fiber_entry();
 asm(R"(
@@ -141,7 +141,7 @@ struct Fiber {
 #else
   void* sp = nullptr;  // where the switch away from it left its registers
 #endif
-  char* stack = nullptr;  // [stack, stack + stack_size); null for the launching thread
+  char* stack = nullptr;  // [stack, stack + stack_size); the launching thread's only as ASan learned it
   size_t stack_size = 0;
   std::function<void()> body;        // this block's emulated thread
   std::function<void()> swap_state;  // exchanges the emulated thread's thread_locals with its own copy
@@ -274,8 +274,8 @@ inline Fiber& worker(size_t i) {
   static thread_local std::vector<std::unique_ptr<Fiber>> pool;
   while (pool.size() <= i) {
     auto fiber = std::make_unique<Fiber>();
-    void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) fiber_fault("no memory for a fiber's stack");
     mprotect(m, kGuardBytes, PROT_NONE);
     char* stack = static_cast<char*>(m) + kGuardBytes;
