@@ -163,7 +163,8 @@ struct Fibers {
 };
 inline thread_local Fibers* fibers = nullptr;
 
-[[noreturn]] inline void fiber_fault(const char* what) {
+// A fault of the emulated kernel or of the emulation itself: a message and an abort.
+[[noreturn]] inline void emulation_fault(const char* what) {
   std::fprintf(stderr, "kernel_host: %s\n", what);
   std::abort();
 }
@@ -224,7 +225,7 @@ inline Fiber& next_ready() {
   Fibers& f = *fibers;
   std::deque<Fiber*>& q = f.ready.empty() ? f.ready_lagging : f.ready;
   if (q.empty())
-    fiber_fault("a deadlock: every live thread of the block waits (a barrier some thread never reaches, or an "
+    emulation_fault("a deadlock: every live thread of the block waits (a barrier some thread never reaches, or an "
                 "mbarrier phase that never completes)");
   Fiber* next = q.front();
   q.pop_front();
@@ -276,7 +277,7 @@ inline Fiber& worker(size_t i) {
     auto fiber = std::make_unique<Fiber>();
     void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) fiber_fault("no memory for a fiber's stack");
+    if (m == MAP_FAILED) emulation_fault("no memory for a fiber's stack");
     mprotect(m, kGuardBytes, PROT_NONE);
     char* stack = static_cast<char*>(m) + kGuardBytes;
     fiber->stack = stack;
@@ -327,6 +328,8 @@ inline void fiber_wait() {
   Fiber& next = fiber_detail::next_ready();
   if (&next != fibers->current) fiber_detail::switch_to(*fibers->current, next);  // (it may be the next itself)
 }
+// (fiber_current only reads, so it may run outside a scope too: TSan reports a race only against
+// a write it saw, and only Internal scopes write these.)
 inline Fiber* fiber_current() { return fibers->current; }
 inline void fiber_wake(Fiber* fiber) { (fiber->lagging ? fibers->ready_lagging : fibers->ready).push_back(fiber); }
 // A barrier's released threads, in arrival order, ahead of every other ready thread (lagging
@@ -362,20 +365,20 @@ inline void run_fibers(unsigned count, bool descending, const std::function<void
   Fibers f;
   {
     Internal internal;
-    if (fibers != nullptr) fiber_fault("a block launched from inside another block");
+    if (fibers != nullptr) emulation_fault("a block launched from inside another block");
+    fibers = &f;
     for (unsigned n = 0; n < count; ++n) {
       const unsigned i = descending ? count - 1 - n : n;
       Fiber& t = fiber_detail::worker(i);
       t.body = [&body, i] { body(i); };
       t.swap_state = [&swap_state, i] { swap_state(i); };
       t.lagging = lagging(i);
-      (t.lagging ? f.ready_lagging : f.ready).push_back(&t);
+      fiber_wake(&t);
     }
 #if defined(__SANITIZE_THREAD__)
     f.host.tsan = __tsan_get_current_fiber();
 #endif
     f.live = static_cast<int>(count);
-    fibers = &f;
   }
 #if defined(__SANITIZE_THREAD__)
   __tsan_release(&f.launch_key);

@@ -200,10 +200,6 @@ struct Lag {
   unsigned first = 0, last = 0;
 };
 inline Lag lag;
-[[noreturn]] inline void emulation_fault(const char* what) {
-  std::fprintf(stderr, "kernel_host: %s\n", what);
-  std::abort();
-}
 // The block's shared memory as the kernels address it (smem_addr: 32-bit offsets from here),
 // set by a launch that gives the kernel dynamic shared memory; null elsewhere, where
 // __cvta_generic_to_shared is the pointer itself.
@@ -310,7 +306,7 @@ inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
 }
 namespace attnfuse_host_cuda {
 inline void lag_if_lagging() {
-  if (threadIdx.x >= lag.first && threadIdx.x < lag.last) fiber_yield();
+  if (fiber_current()->lagging) fiber_yield();  // (the flag launch_grid_on_host set from `lag`)
 }
 }  // namespace attnfuse_host_cuda
 inline void __syncthreads() {
