@@ -1,12 +1,13 @@
 // Times BlockMask construction at long lengths (issue 5: flex users find building the mask costs
-// more than the attention): per-cell from_predicate, from_block_classifier and from_dense, for a
-// causal mask, a causal sliding window and a BigBird grid, each validated before it is timed; and
-// the coarsening of the 64-block BigBird mask to the CUDA tile (BlockMask::coarsened).
+// more than the attention): per-cell from_predicate (the predicate inlined, and through
+// std::function), from_block_classifier and from_dense, for a causal mask, a causal sliding
+// window and a BigBird grid, each validated before it is timed; and the coarsening of the
+// 64-block BigBird mask to the CUDA tile (BlockMask::coarsened).
 //
 //   build/bin/block_mask_bench [--n 131072] [--heads 12] [--reps 5] [--no-per-cell]
 //
-// The per-cell path is timed once per mask, and only for the broadcast (H1) masks: at 128k it
-// evaluates 17 G cells per head.
+// The per-cell paths are timed only for the broadcast (H1) masks: at 128k they evaluate 17 G
+// cells per head. Through std::function it is one run (tens of seconds), inlined `reps` runs.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -26,41 +27,67 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// One mask: its cell predicate, an exact block classifier for it, and (for grids) the grid.
+// One mask: its cell predicate (as a Predicate, and a factory that calls from_predicate with the
+// predicate's own type, so that it is inlined), an exact block classifier for it, and (for grids)
+// the grid.
 struct MaskCase {
   std::string name;
   int block = 128;
   BlockMask::Predicate keep;
   BlockMask::BlockClassifier classify;
   std::function<std::vector<uint8_t>(int64_t heads, int64_t n)> grid;  // null: not a grid
+  std::function<BlockMask(int64_t heads, int64_t n, int block)> inlined;
 };
 
+template <class Keep>
+std::function<BlockMask(int64_t, int64_t, int)> inlined(Keep keep) {
+  return [keep](int64_t heads, int64_t n, int block) {
+    return BlockMask::from_predicate(keep, 1, heads, n, n, block, block);
+  };
+}
+
 // Causal, bottom-right aligned with q_len == kv_len: keep kv <= q.
+struct CausalKeep {
+  bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return kv <= q; }
+};
 MaskCase causal() {
-  MaskCase c{"causal", 128, [](int64_t, int64_t, int64_t q, int64_t kv) { return kv <= q; },
+  MaskCase c{"causal", 128, CausalKeep{},
              [](int64_t, int64_t, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
                if (k1 - 1 <= q0) return Kind::Full;
                if (k0 > q1 - 1) return Kind::Inactive;
                return Kind::Partial;
              },
-             nullptr};
+             nullptr, inlined(CausalKeep{})};
   return c;
 }
 
 // Causal local window of w keys (Mistral): keep 0 <= q - kv < w. The classifier bounds Δ over the
 // block: [q0 - (k1-1), (q1-1) - k0].
+struct WindowKeep {
+  int64_t w;
+  bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return q - kv >= 0 && q - kv < w; }
+};
 MaskCase sliding(int64_t w) {
-  MaskCase c{fmt::format("sliding window {}", w), 128,
-             [w](int64_t, int64_t, int64_t q, int64_t kv) { return q - kv >= 0 && q - kv < w; },
+  MaskCase c{fmt::format("sliding window {}", w), 128, WindowKeep{w},
              [w](int64_t, int64_t, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
                const int64_t lo = q0 - (k1 - 1), hi = (q1 - 1) - k0;
                if (lo >= 0 && hi < w) return Kind::Full;
                if (hi < 0 || lo >= w) return Kind::Inactive;
                return Kind::Partial;
              },
-             nullptr};
+             nullptr, inlined(WindowKeep{w})};
   return c;
 }
+
+// A block grid's cells: kept where the cell's block is active.
+struct GridKeep {
+  const std::vector<uint8_t>* grid;
+  const int64_t* grid_n;
+  int64_t block;
+  bool operator()(int64_t, int64_t h, int64_t q, int64_t kv) const {
+    return (*grid)[static_cast<size_t>((h * *grid_n + q / block) * *grid_n + kv / block)] != 0;
+  }
+};
 
 uint64_t mix(uint64_t x) {  // splitmix64 finalizer
   x += 0x9e3779b97f4a7c15ull;
@@ -146,7 +173,7 @@ Timing time_it(const std::function<BlockMask()>& build, int reps) {
 void report(const std::string& mask, const char* factory, int64_t heads, int64_t n, const Timing& t,
             int reps) {
   const double cells = static_cast<double>(heads) * static_cast<double>(n) * static_cast<double>(n);
-  fmt::print("{:<22} {:<16} H{:<3} {:>10.1f} ms {:>10.3g} cells/s  density {:6.3f}%  {:8.2f} MiB  ({} run{})\n",
+  fmt::print("{:<22} {:<30} H{:<3} {:>10.1f} ms {:>10.3g} cells/s  density {:6.3f}%  {:8.2f} MiB  ({} run{})\n",
              mask, factory, heads, t.ms, cells / (t.ms * 1e-3), 100.0 * t.mask.density(), mask_mib(t.mask),
              reps, reps > 1 ? "s, median" : "");
   std::fflush(stdout);
@@ -169,7 +196,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  MaskCase bigbird{"bigbird (64-blocks)", 64, nullptr, nullptr, bigbird_grid};
+  MaskCase bigbird{"bigbird (64-blocks)", 64, nullptr, nullptr, bigbird_grid, nullptr};
   const std::vector<MaskCase> cases = {causal(), sliding(4096), bigbird};
   fmt::print("BlockMask construction, q_len = kv_len = {}, {} OpenMP threads\n", n, omp_get_max_threads());
 
@@ -182,9 +209,8 @@ int main(int argc, char** argv) {
       grid_n = (len + c.block - 1) / c.block;
     };
     if (c.grid) {
-      c.keep = [&](int64_t, int64_t h, int64_t q, int64_t kv) {
-        return grid[static_cast<size_t>((h * grid_n + q / c.block) * grid_n + kv / c.block)] != 0;
-      };
+      c.keep = GridKeep{&grid, &grid_n, c.block};
+      c.inlined = inlined(GridKeep{&grid, &grid_n, c.block});
       c.classify = [&](int64_t, int64_t h, int64_t q0, int64_t, int64_t k0, int64_t) {
         return grid[static_cast<size_t>((h * grid_n + q0 / c.block) * grid_n + k0 / c.block)] ? Kind::Full
                                                                                               : Kind::Inactive;
@@ -196,6 +222,7 @@ int main(int argc, char** argv) {
     if (c.grid) use_grid(small);
     const BlockMask ref = BlockMask::from_predicate(c.keep, 1, 2, small, small, c.block, c.block);
     bool ok = same(ref, BlockMask::from_block_classifier(c.classify, c.keep, 1, 2, small, small, c.block, c.block)) &&
+              same(ref, c.inlined(2, small, c.block)) &&
               (!c.grid || same(ref, BlockMask::from_dense(grid.data(), 1, 2, small, small, c.block, c.block)));
     // Coarsening to the CUDA prefill tile (128 x 64 at D = 64) gives the per-cell mask in those blocks.
     if (c.block < 128)
@@ -220,8 +247,14 @@ int main(int argc, char** argv) {
       if (c.block < 128)  // what the CUDA runtime does once to a mask finer than its tile
         report(c.name, "coarsened to 128 x 64", h, n, time_it([&] { return fast.mask.coarsened(128, 64); }, reps), reps);
       if (per_cell && h == 1) {
+        const Timing cells = time_it([&] { return c.inlined(h, n, c.block); }, reps);
+        report(c.name, "from_predicate, inlined", h, n, cells, reps);
+        if (!same(cells.mask, fast.mask)) {
+          fmt::print("FAIL: {}: from_predicate (inlined) and from_block_classifier disagree at N = {}\n", c.name, n);
+          return 1;
+        }
         const Timing slow = time_it([&] { return BlockMask::from_predicate(c.keep, 1, h, n, n, c.block, c.block); }, 1);
-        report(c.name, "from_predicate", h, n, slow, 1);
+        report(c.name, "from_predicate, std::function", h, n, slow, 1);
         if (!same(slow.mask, fast.mask)) {
           fmt::print("FAIL: {}: from_predicate and from_block_classifier disagree at N = {}\n", c.name, n);
           return 1;

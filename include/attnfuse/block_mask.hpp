@@ -7,7 +7,10 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include "attnfuse/block_mask_cells.hpp"
 
 namespace attnfuse {
 
@@ -29,18 +32,39 @@ class BlockMask {
   // so a head-broadcast mask costs what one head does). A block is active iff some cell is kept,
   // full iff every cell is kept; partial blocks keep a per-cell bitmap, so the mask keeps exactly
   // the cells the predicate keeps while kernels skip inactive blocks and skip checks on full ones.
-  // Evaluates the predicate once per cell: q_len * kv_len calls per (b, h), about 17 G at 128k
-  // (tens of seconds); long masks want from_block_classifier.
-  static BlockMask from_predicate(const Predicate& keep, int64_t batch, int64_t heads,
-                                  int64_t q_len, int64_t kv_len, int block_q = 128,
-                                  int block_k = 128);
+  // Evaluates the predicate once per cell: q_len * kv_len calls per (b, h), about 17 G at 128k.
+  // `keep` is any callable (a lambda, a function pointer, a Predicate); it is compiled into the
+  // cell loop (block_mask_cells.hpp), so an arithmetic lambda runs vectorized: a causal mask at
+  // 128k in about a second on 2 cores, where a Predicate (std::function, a call per cell) takes
+  // tens of seconds. Long structured masks want from_block_classifier all the same.
+  template <class Keep>
+    requires std::is_invocable_r_v<bool, const Keep&, int64_t, int64_t, int64_t, int64_t>
+  static BlockMask from_predicate(const Keep& keep, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
+                                  int block_q = 128, int block_k = 128) {
+    return build("from_predicate", nullptr, cells_of(keep, block_k), batch, heads, q_len, kv_len, block_q, block_k);
+  }
+  // (A Predicate, or `{}`, which is refused as an empty predicate.)
+  static BlockMask from_predicate(const Predicate& keep, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
+                                  int block_q = 128, int block_k = 128) {
+    return from_predicate<Predicate>(keep, batch, heads, q_len, kv_len, block_q, block_k);
+  }
   // The same mask as from_predicate(keep, ...), provided `classify` never contradicts `keep`: only
   // blocks it calls Partial have their cells evaluated (and are then stored by what the cells say,
   // so a cautious Partial is always exact, merely slower). Structured masks (causal, windows,
   // documents, block grids) classify all but O(diagonal) blocks, so a 128k mask takes milliseconds.
-  static BlockMask from_block_classifier(const BlockClassifier& classify, const Predicate& keep,
-                                         int64_t batch, int64_t heads, int64_t q_len,
-                                         int64_t kv_len, int block_q = 128, int block_k = 128);
+  template <class Keep>
+    requires std::is_invocable_r_v<bool, const Keep&, int64_t, int64_t, int64_t, int64_t>
+  static BlockMask from_block_classifier(const BlockClassifier& classify, const Keep& keep, int64_t batch,
+                                         int64_t heads, int64_t q_len, int64_t kv_len, int block_q = 128,
+                                         int block_k = 128) {
+    return build("from_block_classifier", &classify, cells_of(keep, block_k), batch, heads, q_len, kv_len, block_q,
+                 block_k);
+  }
+  static BlockMask from_block_classifier(const BlockClassifier& classify, const Predicate& keep, int64_t batch,
+                                         int64_t heads, int64_t q_len, int64_t kv_len, int block_q = 128,
+                                         int block_k = 128) {
+    return from_block_classifier<Predicate>(classify, keep, batch, heads, q_len, kv_len, block_q, block_k);
+  }
   // grid: [batch, heads, nqb, nkb] bool/uint8 (nonzero = active) with nqb = ceil(q_len/block_q),
   // nkb = ceil(kv_len/block_k). Active blocks are full: every cell of them is kept.
   static BlockMask from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
@@ -125,8 +149,23 @@ class BlockMask {
   // One row of blocks while it is built (src/sparsity/row_build.hpp), and the CSR from the rows.
   struct RowBuild;
   static void assemble(BlockMask& m, std::vector<RowBuild>& rows, int64_t words_per_block);
+  // Evaluates the cells [q0, q1) x [kv0, kv1) of (b, h) into a zeroed block bitmap (row q - q0 at
+  // bit (q - q0) * block_k) and returns how many it kept: one call per block, the predicate
+  // inlined inside it (block_mask_cells::evaluate).
+  using CellEvaluator = std::function<int64_t(int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0,
+                                              int64_t kv1, uint64_t* cell)>;
+  // The evaluator of `keep`, or an empty one for an empty predicate (a null Predicate or function
+  // pointer), which build() refuses. It refers to `keep`, which outlives the build.
+  template <class Keep>
+  static CellEvaluator cells_of(const Keep& keep, int block_k) {
+    if constexpr (std::is_constructible_v<bool, const Keep&>)
+      if (!static_cast<bool>(keep)) return {};
+    return [&keep, block_k](int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0, int64_t kv1, uint64_t* cell) {
+      return block_mask_cells::evaluate(keep, b, h, q0, q1, kv0, kv1, block_k, cell);
+    };
+  }
   // The one construction path: classify (null = every block Partial), evaluate cells where needed.
-  static BlockMask build(const char* who, const BlockClassifier* classify, const Predicate& keep,
+  static BlockMask build(const char* who, const BlockClassifier* classify, const CellEvaluator& cells,
                          int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int block_q,
                          int block_k);
 };

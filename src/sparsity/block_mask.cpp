@@ -35,30 +35,13 @@ void check_dims(const char* who, int64_t batch, int64_t heads, int64_t q_len, in
                             who, kv_len, block_k));
 }
 
-// Evaluates the cells [q0, q1) x [k0, k1) into `cell` (cleared first); returns how many are kept.
-int64_t evaluate_cells(const BlockMask::Predicate& keep, int64_t b, int64_t h, int64_t q0,
-                       int64_t q1, int64_t k0, int64_t k1, int block_k, std::vector<uint64_t>& cell) {
-  std::fill(cell.begin(), cell.end(), 0);
-  int64_t kept = 0;
-  for (int64_t q = q0; q < q1; ++q) {
-    const int64_t row_bit = (q - q0) * block_k - k0;
-    for (int64_t kv = k0; kv < k1; ++kv)
-      if (keep(b, h, q, kv)) {
-        const int64_t bit = row_bit + kv;
-        cell[static_cast<size_t>(bit >> 6)] |= uint64_t{1} << (bit & 63);
-        ++kept;
-      }
-  }
-  return kept;
-}
-
 }  // namespace
 
-BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, const Predicate& keep,
+BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, const CellEvaluator& cells,
                            int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int block_q,
                            int block_k) {
   BlockMask m = with_dims(who, batch, heads, q_len, kv_len, block_q, block_k);
-  if (!keep) throw Error(ErrorCode::Shape, fmt::format("BlockMask::{}: the predicate is empty", who));
+  if (!cells) throw Error(ErrorCode::Shape, fmt::format("BlockMask::{}: the predicate is empty", who));
   if (classify != nullptr && !*classify)
     throw Error(ErrorCode::Shape, fmt::format("BlockMask::{}: the block classifier is empty", who));
 
@@ -67,11 +50,10 @@ BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, con
   std::vector<RowBuild> rows(static_cast<size_t>(nrows));
   std::exception_ptr failure;
 
-  // Why a classifier rather than a faster cell loop: the per-cell path is bound by the predicate
-  // call through std::function (about 2 ns per cell per thread; gathering the bits in a register
-  // instead of or-ing them into memory measured no faster), so at 128k its 17 G cells take 15-45 s
-  // on the 2-core dev machine whatever the loop does. The classifier removes cells instead: only
-  // Partial blocks are evaluated, O(diagonal) of them for structured masks, and the same masks
+  // Two ways to be fast. The cell loop is compiled with the predicate (one evaluator call per
+  // block), so arithmetic predicates run vectorized; through std::function it cost ~2 ns per cell
+  // per thread, 15-45 s at 128k on the 2-core dev machine. The classifier removes cells instead:
+  // only Partial blocks are evaluated, O(diagonal) of them for structured masks, and the same masks
   // take 10-80 ms (bench/results/2026-11-30-block-mask-construction.txt).
   //
   // One task per block row (b, h, qb): rows cost very different amounts (a causal row's work grows
@@ -93,7 +75,8 @@ BlockMask BlockMask::build(const char* who, const BlockClassifier* classify, con
           if (said == BlockKind::Inactive) continue;
           bool is_full = said == BlockKind::Full;
           if (!is_full) {  // Partial, or a value outside the enum: ask the cells
-            const int64_t kept = evaluate_cells(keep, b, h, q0, q1, k0, k1, block_k, cell);
+            std::fill(cell.begin(), cell.end(), 0);
+            const int64_t kept = cells(b, h, q0, q1, k0, k1, cell.data());
             if (kept == 0) continue;
             // Full means every in-range cell is kept (the last block may be cut by the lengths).
             is_full = kept == (q1 - q0) * (k1 - k0);
@@ -158,18 +141,6 @@ BlockMask BlockMask::with_dims(const char* who, int64_t batch, int64_t heads, in
   m.nqb_ = ceil_div(q_len, block_q);
   m.nkb_ = ceil_div(kv_len, block_k);
   return m;
-}
-
-BlockMask BlockMask::from_predicate(const Predicate& keep, int64_t batch, int64_t heads,
-                                    int64_t q_len, int64_t kv_len, int block_q, int block_k) {
-  return build("from_predicate", nullptr, keep, batch, heads, q_len, kv_len, block_q, block_k);
-}
-
-BlockMask BlockMask::from_block_classifier(const BlockClassifier& classify, const Predicate& keep,
-                                           int64_t batch, int64_t heads, int64_t q_len,
-                                           int64_t kv_len, int block_q, int block_k) {
-  return build("from_block_classifier", &classify, keep, batch, heads, q_len, kv_len, block_q,
-               block_k);
 }
 
 BlockMask BlockMask::from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
