@@ -35,8 +35,9 @@ class BlockMask {
   // Evaluates the predicate once per cell: q_len * kv_len calls per (b, h), about 17 G at 128k.
   // `keep` is any callable (a lambda, a function pointer, a Predicate); it is compiled into the
   // cell loop (block_mask_cells.hpp), so an arithmetic lambda runs vectorized: a causal mask at
-  // 128k in about a second on 2 cores, where a Predicate (std::function, a call per cell) takes
-  // tens of seconds. Long structured masks want from_block_classifier all the same.
+  // 128k in 2.4 s on 2 cores, where a Predicate (std::function, a call per cell) takes 21 s
+  // (bench/results/2026-12-07-block-mask-inlined-predicates.txt). Long structured masks want
+  // from_block_classifier all the same.
   template <class Keep>
     requires std::is_invocable_r_v<bool, const Keep&, int64_t, int64_t, int64_t, int64_t>
   static BlockMask from_predicate(const Keep& keep, int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
