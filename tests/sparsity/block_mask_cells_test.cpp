@@ -47,8 +47,9 @@ struct HashKeep {
   uint64_t seed;
   uint64_t threshold;
   bool operator()(int64_t b, int64_t h, int64_t q, int64_t kv) const {
-    uint64_t x = seed ^ static_cast<uint64_t>(b) * 0xBF58476D1CE4E5B9ull ^ static_cast<uint64_t>(h) * 0x94D049BB133111EBull ^
-                 static_cast<uint64_t>(q) * 0xD6E8FEB86659FD93ull ^ static_cast<uint64_t>(kv) * 0x9E3779B97F4A7C15ull;
+    uint64_t x = seed ^ static_cast<uint64_t>(b) * 0xBF58476D1CE4E5B9ull ^
+                 static_cast<uint64_t>(h) * 0x94D049BB133111EBull ^ static_cast<uint64_t>(q) * 0xD6E8FEB86659FD93ull ^
+                 static_cast<uint64_t>(kv) * 0x9E3779B97F4A7C15ull;
     x ^= x >> 29;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 32;
