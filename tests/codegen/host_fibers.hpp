@@ -226,7 +226,7 @@ inline Fiber& next_ready() {
   std::deque<Fiber*>& q = f.ready.empty() ? f.ready_lagging : f.ready;
   if (q.empty())
     emulation_fault("a deadlock: every live thread of the block waits (a barrier some thread never reaches, or an "
-                "mbarrier phase that never completes)");
+                    "mbarrier phase that never completes)");
   Fiber* next = q.front();
   q.pop_front();
   return *next;

@@ -9,6 +9,7 @@
 
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/error.hpp"
+#include "sparsity/same_mask.hpp"
 
 namespace attnfuse {
 namespace {
@@ -84,15 +85,6 @@ TEST(BlockMaskCells, BlocksMatchACellByCellLoop) {
       }
     }
   }
-}
-
-void expect_same_mask(const BlockMask& a, const BlockMask& b) {
-  const BlockMask::Csr x = a.csr(), y = b.csr();
-  EXPECT_TRUE(std::equal(x.row_ptr.begin(), x.row_ptr.end(), y.row_ptr.begin(), y.row_ptr.end()));
-  EXPECT_TRUE(std::equal(x.cols.begin(), x.cols.end(), y.cols.begin(), y.cols.end()));
-  EXPECT_TRUE(std::equal(x.full.begin(), x.full.end(), y.full.begin(), y.full.end()));
-  EXPECT_TRUE(std::equal(x.bitmap_ptr.begin(), x.bitmap_ptr.end(), y.bitmap_ptr.begin(), y.bitmap_ptr.end()));
-  EXPECT_TRUE(std::equal(x.bitmap.begin(), x.bitmap.end(), y.bitmap.begin(), y.bitmap.end()));
 }
 
 // The template factories give the CSR the std::function path gives, bit for bit, for arithmetic

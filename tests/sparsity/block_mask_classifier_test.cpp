@@ -5,43 +5,18 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/error.hpp"
+#include "sparsity/same_mask.hpp"
 
 namespace attnfuse {
 namespace {
 
 using Kind = BlockMask::BlockKind;
-
-// Same rows, same full flags, same bitmap words: the two masks are interchangeable for a kernel.
-void expect_same(const BlockMask& a, const BlockMask& b) {
-  ASSERT_EQ(a.batch(), b.batch());
-  ASSERT_EQ(a.heads(), b.heads());
-  ASSERT_EQ(a.num_q_blocks(), b.num_q_blocks());
-  ASSERT_EQ(a.num_kv_blocks(), b.num_kv_blocks());
-  const size_t words = static_cast<size_t>((int64_t{a.block_q()} * a.block_k() + 63) / 64);
-  for (int64_t bb = 0; bb < a.batch(); ++bb)
-    for (int64_t h = 0; h < a.heads(); ++h)
-      for (int64_t qb = 0; qb < a.num_q_blocks(); ++qb) {
-        SCOPED_TRACE(::testing::Message() << "b=" << bb << " h=" << h << " qb=" << qb);
-        const auto ca = a.kv_blocks(bb, h, qb), cb = b.kv_blocks(bb, h, qb);
-        const auto fa = a.full_flags(bb, h, qb), fb = b.full_flags(bb, h, qb);
-        ASSERT_EQ(std::vector<int32_t>(ca.begin(), ca.end()), std::vector<int32_t>(cb.begin(), cb.end()));
-        ASSERT_EQ(std::vector<uint8_t>(fa.begin(), fa.end()), std::vector<uint8_t>(fb.begin(), fb.end()));
-        for (size_t e = 0; e < ca.size(); ++e) {
-          ASSERT_EQ(a.cell_bits(bb, h, qb, e) == nullptr, fa[e] != 0);
-          if (!fa[e]) {
-            ASSERT_EQ(std::memcmp(a.cell_bits(bb, h, qb, e), b.cell_bits(bb, h, qb, e), words * 8), 0);
-          }
-        }
-      }
-  EXPECT_DOUBLE_EQ(a.density(), b.density());
-}
 
 // Causal with a query offset (bottom-right when off = kv_len - q_len): keep kv <= q + off.
 struct Causal {
@@ -76,10 +51,10 @@ TEST(BlockMaskClassifier, ExactClassifiersGiveTheCellMask) {
       for (auto [bq, bk] : {std::pair{16, 16}, std::pair{32, 8}, std::pair{7, 64}}) {
         SCOPED_TRACE(::testing::Message() << "nq=" << nq << " nk=" << nk << " block " << bq << "x" << bk);
         const Causal c{nk - nq};
-        expect_same(BlockMask::from_predicate(c, 1, 1, nq, nk, bq, bk),
+        expect_same_mask(BlockMask::from_predicate(c, 1, 1, nq, nk, bq, bk),
                     BlockMask::from_block_classifier(c, c, 1, 1, nq, nk, bq, bk));
         const Window w{-13};
-        expect_same(BlockMask::from_predicate(w, 2, 3, nq, nk, bq, bk),
+        expect_same_mask(BlockMask::from_predicate(w, 2, 3, nq, nk, bq, bk),
                     BlockMask::from_block_classifier(w, w, 2, 3, nq, nk, bq, bk));
       }
 }
@@ -115,14 +90,14 @@ TEST(BlockMaskClassifier, CautiousClassifierIsExact) {
   auto unsure = [](int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) { return Kind::Partial; };
   auto odd = [](int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) { return static_cast<Kind>(42); };
   const BlockMask ref = BlockMask::from_predicate(keep, 1, 1, 130, 90, 16, 16);
-  expect_same(ref, BlockMask::from_block_classifier(unsure, keep, 1, 1, 130, 90, 16, 16));
-  expect_same(ref, BlockMask::from_block_classifier(odd, keep, 1, 1, 130, 90, 16, 16));
+  expect_same_mask(ref, BlockMask::from_block_classifier(unsure, keep, 1, 1, 130, 90, 16, 16));
+  expect_same_mask(ref, BlockMask::from_block_classifier(odd, keep, 1, 1, 130, 90, 16, 16));
   // A classifier that knows the kept and dropped blocks and says Partial elsewhere: same mask.
   auto knows = [](int64_t, int64_t, int64_t q0, int64_t, int64_t k0, int64_t) {
     const int64_t blk = (q0 / 16) * 7 + k0 / 16;
     return blk % 3 == 0 ? Kind::Full : blk % 3 == 1 ? Kind::Inactive : Kind::Partial;
   };
-  expect_same(ref, BlockMask::from_block_classifier(knows, keep, 1, 1, 130, 90, 16, 16));
+  expect_same_mask(ref, BlockMask::from_block_classifier(knows, keep, 1, 1, 130, 90, 16, 16));
 }
 
 // A grid classifier (Full / Inactive from a block grid) is what from_dense builds.
@@ -137,8 +112,8 @@ TEST(BlockMaskClassifier, GridClassifierMatchesFromDense) {
     return at(h, q0, k0) ? Kind::Full : Kind::Inactive;
   };
   const BlockMask dense = BlockMask::from_dense(grid.data(), 1, H, nq, nk, bq, bk);
-  expect_same(dense, BlockMask::from_block_classifier(classify, keep, 1, H, nq, nk, bq, bk));
-  expect_same(dense, BlockMask::from_predicate(keep, 1, H, nq, nk, bq, bk));
+  expect_same_mask(dense, BlockMask::from_block_classifier(classify, keep, 1, H, nq, nk, bq, bk));
+  expect_same_mask(dense, BlockMask::from_predicate(keep, 1, H, nq, nk, bq, bk));
 }
 
 TEST(BlockMaskClassifier, ErrorsAndExceptions) {
