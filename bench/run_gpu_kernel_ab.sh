@@ -9,9 +9,9 @@
 #     FILTER and --out are added), skipped when BENCH is empty. Default: RoPE's window suite.
 # Usage on the device (expects .devcarry/ from bench/make_device_carry.sh):
 #   FILTER=overhead TEST_FILTER='CudaRope.RopeWindow*' \
-#     bash bench/run_gpu_kernel_ab.sh bench/experiments/a.patch bench/experiments/b.patch
+#     bash bench/run_gpu_kernel_ab.sh bench/experiments/<a>.patch bench/experiments/<b>.patch
 #   BENCH='bench/gpu_decode.py --suite bigbird --ours-only' TEST_FILTER='CudaSparse.*' \
-#     bash bench/run_gpu_kernel_ab.sh bench/experiments/c.patch
+#     bash bench/run_gpu_kernel_ab.sh bench/experiments/<c>.patch
 # Logs: $OUT/ab_<variant>_{tests,bench}.log and the benchmark's output at $OUT/ab_<variant>_bench.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"  # cd to the repo root, $OUT, carried libraries, device.txt
