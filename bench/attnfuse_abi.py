@@ -10,6 +10,12 @@ OK, MISSING_TENSOR = 0, 5
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 FP32, BF16, FP16 = 0, 1, 2
 PAGED_NHD, PAGED_HND = 0, 1
+BLOCK_INACTIVE, BLOCK_FULL, BLOCK_PARTIAL = 0, 1, 2
+
+# attnfuse_block_classify_fn and attnfuse_block_fill_fn (attnfuse_block_mask_from_block_cells).
+# Keep a reference to each wrapped Python function until the build returns.
+BlockClassifyFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_int64] * 6)
+BlockFillFn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_int64] * 6, ctypes.POINTER(ctypes.c_uint8))
 
 
 class Tensor(ctypes.Structure):

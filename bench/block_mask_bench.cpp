@@ -1,6 +1,7 @@
 // Times BlockMask construction at long lengths (issue 5: flex users find building the mask costs
 // more than the attention): per-cell from_predicate (the predicate inlined, and through
-// std::function), from_block_classifier and from_dense, for a causal mask, a causal sliding
+// std::function), from_block_classifier, from_block_cells (whole Partial blocks filled by a
+// callback, as C and Python callers do) and from_dense, for a causal mask, a causal sliding
 // window and a BigBird grid, each validated before it is timed; and the coarsening of the
 // 64-block BigBird mask to the CUDA tile (BlockMask::coarsened).
 //
@@ -241,6 +242,19 @@ int main(int argc, char** argv) {
     for (int64_t h : {int64_t{1}, heads}) {
       const Timing fast = time_it([&] { return BlockMask::from_block_classifier(c.classify, c.keep, 1, h, n, n, c.block, c.block); }, reps);
       report(c.name, "block_classifier", h, n, fast, reps);
+      // One call per Partial block that fills its bytes (what a C or Python caller of
+      // attnfuse_block_mask_from_block_cells does), here through the per-cell Predicate.
+      const BlockMask::BlockFiller fill = [&](int64_t b, int64_t hh, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
+                                              uint8_t* keep) {
+        for (int64_t q = q0; q < q1; ++q)
+          for (int64_t kv = k0; kv < k1; ++kv) keep[(q - q0) * (k1 - k0) + (kv - k0)] = c.keep(b, hh, q, kv);
+      };
+      const Timing filled = time_it([&] { return BlockMask::from_block_cells(c.classify, fill, 1, h, n, n, c.block, c.block); }, reps);
+      report(c.name, "block_cells + classifier", h, n, filled, reps);
+      if (!same(filled.mask, fast.mask)) {
+        fmt::print("FAIL: {}: from_block_cells and from_block_classifier disagree at N = {}\n", c.name, n);
+        return 1;
+      }
       if (c.grid)
         report(c.name, "from_dense", h, n,
                time_it([&] { return BlockMask::from_dense(grid.data(), 1, h, n, n, c.block, c.block); }, reps), reps);

@@ -14,7 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ---------------------------------------------------------------- the C ABI (include/attnfuse/attnfuse.h)
 
-from attnfuse_abi import (DEVICE_CPU, FP32, MISSING_TENSOR, OK, PAGED_HND, PAGED_NHD, Args, Offsets,  # noqa: E402
+from attnfuse_abi import (BLOCK_FULL, BLOCK_INACTIVE, BLOCK_PARTIAL, DEVICE_CPU, FP32,  # noqa: E402
+                          MISSING_TENSOR, OK, PAGED_HND, PAGED_NHD, Args, BlockClassifyFn, BlockFillFn, Offsets,
                           PagedKV, Tensor, raw_tensor)
 
 
@@ -39,6 +40,10 @@ class Lib:
         lib.attnfuse_last_error.restype = ctypes.c_char_p
         lib.attnfuse_block_mask_from_dense.argtypes = [vp, i64, i64, i64, i64, ctypes.c_int, ctypes.c_int,
                                                        ctypes.POINTER(vp)]
+        lib.attnfuse_block_mask_from_block_cells.argtypes = [BlockClassifyFn, BlockFillFn, vp, i64, i64, i64, i64,
+                                                             ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
+        lib.attnfuse_block_mask_from_block_kinds.argtypes = [vp, BlockFillFn, vp, i64, i64, i64, i64, ctypes.c_int,
+                                                             ctypes.c_int, ctypes.POINTER(vp)]
         lib.attnfuse_block_mask_free.argtypes = [vp]
 
     def error(self):
@@ -58,6 +63,43 @@ class Lib:
                                                      ctypes.byref(handle))
         if st != OK:
             raise RuntimeError(f"attnfuse_block_mask_from_dense: status {st}: {self.error()}")
+        return BlockMaskHandle(self, handle)
+
+    def block_mask_from_block_cells(self, fill, batch, heads, q_len, kv_len, block_q, block_k, classify=None):
+        """attnfuse_block_mask_from_block_cells with Python callbacks: fill(b, h, q0, q1, kv0, kv1, keep)
+        sets keep[(q - q0) * (kv1 - kv0) + (kv - kv0)] (a ctypes uint8 pointer, zeroed) for the kept
+        cells; classify(b, h, q0, q1, kv0, kv1), if given, returns BLOCK_INACTIVE / BLOCK_FULL where
+        sure, else BLOCK_PARTIAL. Called from the library's threads (each call takes the GIL)."""
+        classify_fn = BlockClassifyFn(lambda _u, *block: classify(*block)) if classify else BlockClassifyFn()
+        return self._mask_from_fill("attnfuse_block_mask_from_block_cells", fill, lambda fill_fn, out: (
+            self.lib.attnfuse_block_mask_from_block_cells(classify_fn, fill_fn, None, batch, heads, q_len, kv_len,
+                                                          block_q, block_k, out)))
+
+    def block_mask_from_block_kinds(self, kinds_ptr, fill, batch, heads, q_len, kv_len, block_q, block_k):
+        """attnfuse_block_mask_from_block_kinds: kinds_ptr is the address of a [batch, heads, nqb, nkb]
+        uint8 grid of BLOCK_INACTIVE / BLOCK_FULL / BLOCK_PARTIAL (e.g. numpy's arr.ctypes.data);
+        fill (as above, or None when no block is partial) is called for the partial blocks only."""
+        return self._mask_from_fill("attnfuse_block_mask_from_block_kinds", fill, lambda fill_fn, out: (
+            self.lib.attnfuse_block_mask_from_block_kinds(kinds_ptr, fill_fn, None, batch, heads, q_len, kv_len,
+                                                          block_q, block_k, out)))
+
+    def _mask_from_fill(self, name, fill, call):
+        failures = []
+
+        def fill_c(_user, b, h, q0, q1, kv0, kv1, keep):
+            try:
+                fill(b, h, q0, q1, kv0, kv1, keep)
+                return 0
+            except Exception as e:  # stops the build; raised again below
+                failures.append(e)
+                return 1
+        fill_fn = BlockFillFn(fill_c) if fill else BlockFillFn()  # kept alive until the call returns
+        handle = ctypes.c_void_p()
+        st = call(fill_fn, ctypes.byref(handle))
+        if failures:
+            raise failures[0]
+        if st != OK:
+            raise RuntimeError(f"{name}: status {st}: {self.error()}")
         return BlockMaskHandle(self, handle)
 
     def launch(self, handle, args, stream=None):
@@ -101,6 +143,13 @@ int main(void) {
   printf("enum sizeof %zu\n", sizeof(attnfuse_paged_layout));
   printf("ATTNFUSE_PAGED_NHD %d\nATTNFUSE_PAGED_HND %d\n", (int)ATTNFUSE_PAGED_NHD, (int)ATTNFUSE_PAGED_HND);
   printf("ATTNFUSE_ERROR_MISSING_TENSOR %d\n", (int)ATTNFUSE_ERROR_MISSING_TENSOR);
+  printf("ATTNFUSE_BLOCK_INACTIVE %d\nATTNFUSE_BLOCK_FULL %d\nATTNFUSE_BLOCK_PARTIAL %d\n", ATTNFUSE_BLOCK_INACTIVE,
+         ATTNFUSE_BLOCK_FULL, ATTNFUSE_BLOCK_PARTIAL);
+  {  /* the callback types ctypes mirrors: a mismatch fails to compile under -Werror */
+    int (*classify)(void*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) = (attnfuse_block_classify_fn)0;
+    int (*fill)(void*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*) = (attnfuse_block_fill_fn)0;
+    (void)classify, (void)fill;
+  }
   return 0;
 }
 """
@@ -137,6 +186,8 @@ def check_layouts():
     py["enum sizeof"] = ctypes.sizeof(ctypes.c_int)
     py["ATTNFUSE_PAGED_NHD"], py["ATTNFUSE_PAGED_HND"] = PAGED_NHD, PAGED_HND
     py["ATTNFUSE_ERROR_MISSING_TENSOR"] = MISSING_TENSOR
+    py["ATTNFUSE_BLOCK_INACTIVE"], py["ATTNFUSE_BLOCK_FULL"] = BLOCK_INACTIVE, BLOCK_FULL
+    py["ATTNFUSE_BLOCK_PARTIAL"] = BLOCK_PARTIAL
     ok = True
     for key in sorted(set(c) | set(py)):
         if c.get(key) != py.get(key):
@@ -238,6 +289,45 @@ def check_cpu_abi(lib):
           f"all-active grid vs dense program: max |diff| {diff:.1e}")
     ok &= missing_ok and diff < 1e-5
     mask.free()
+
+    # a cell-exact mask from Python callbacks: the causal window of 9 as block_sparse, against the
+    # sliding_window program; blocks off the window's edges settled by the classifier
+    W = 9
+
+    def fill_window(b, h, q0, q1, kv0, kv1, keep):
+        for q in range(q0, q1):
+            for kv in range(kv0, kv1):
+                keep[(q - q0) * (kv1 - kv0) + (kv - kv0)] = 0 <= q - kv < W
+
+    def classify_window(b, h, q0, q1, kv0, kv1):
+        if kv0 > q1 - 1 or q0 - (kv1 - 1) >= W:
+            return BLOCK_INACTIVE
+        return BLOCK_FULL if kv1 - 1 <= q0 and q1 - 1 - kv0 < W else BLOCK_PARTIAL
+    window = lib.compile(f"softmax(sliding_window(causal(scaled_dot_product(Q, K)), {W})) @ V", DEVICE_CPU, FP32, 0)
+    nb8 = (N + 7) // 8
+    kinds = (ctypes.c_uint8 * (nb8 * nb8))(*[classify_window(0, 0, qb * 8, min(N, qb * 8 + 8), kb * 8,
+                                                             min(N, kb * 8 + 8))
+                                             for qb in range(nb8) for kb in range(nb8)])
+    builds = (lambda: lib.block_mask_from_block_cells(fill_window, 1, 1, N, N, 8, 8),
+              lambda: lib.block_mask_from_block_cells(fill_window, 1, 1, N, N, 8, 8, classify_window),
+              lambda: lib.block_mask_from_block_kinds(ctypes.addressof(kinds), fill_window, 1, 1, N, N, 8, 8))
+    diffs = []
+    for build in builds:
+        cells = build()
+        pair = []
+        for handle, m in ((sparse, cells), (window, None)):
+            o = floats([7.0] * (Hq * N * D))
+            a5 = Args()
+            a5.q, a5.k, a5.v, a5.out = (host_view(qs, [1, Hq, N, D]), host_view(ks, [1, Hkv, N, D]),
+                                        host_view(vs, [1, Hkv, N, D]), host_view(o, [1, Hq, N, D]))
+            a5.block_mask = m.handle if m else None
+            pair.append(o if lib.launch(handle, a5) == OK else None)
+        cells.free()
+        diffs.append(max(abs(x - y) for x, y in zip(*pair)) if all(pair) else float("inf"))
+    print(f"selfcheck: CPU block mask from Python callbacks vs sliding_window: max |diff| {diffs[0]:.1e} "
+          f"(cells only), {diffs[1]:.1e} (with a classifier), {diffs[2]:.1e} (a grid of kinds)")
+    ok &= max(diffs) < 1e-5
+    lib.lib.attnfuse_kernel_free(window)
 
     # documents: offsets [0, 25, 40] through attnfuse_offsets
     docs = lib.compile("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", DEVICE_CPU, FP32, 0)

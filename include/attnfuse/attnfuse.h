@@ -89,6 +89,41 @@ attnfuse_status attnfuse_block_mask_from_dense(const uint8_t* grid, int64_t batc
                                                int64_t kv_len, int block_q, int block_k,
                                                attnfuse_block_mask** out);
 
+/* Cell-exact masks, one callback per block of cells (attnfuse::BlockMask::from_block_cells).
+ * fill(user, b, h, q0, q1, kv0, kv1, keep) sets keep[(q - q0) * (kv1 - kv0) + (kv - kv0)] nonzero
+ * for each kept cell of the block [q0, q1) x [kv0, kv1) of (b, h) (cut by the lengths at the edges;
+ * the bytes arrive zeroed) and returns 0; a nonzero return stops the build, which then fails with
+ * ATTNFUSE_ERROR_INVALID_ARGUMENT and that value in attnfuse_last_error(). classify, when not
+ * NULL, is asked about each block first and returns ATTNFUSE_BLOCK_INACTIVE or ATTNFUSE_BLOCK_FULL
+ * where it is sure, so that only the blocks it calls ATTNFUSE_BLOCK_PARTIAL (or anything else) are
+ * filled; it must never contradict fill. A block is stored by what its cells say: full blocks skip
+ * the element mask in the kernels, blocks with no kept cell are skipped. Both callbacks are called
+ * concurrently from several threads (one block row each) with the same `user`, so they must be
+ * thread-safe. batch or heads = 1 broadcasts over that axis (only index 0 is asked).
+ * Errors: ATTNFUSE_ERROR_INVALID_ARGUMENT (out is NULL, fill is NULL, fill returned nonzero),
+ * ATTNFUSE_ERROR_SHAPE (as from_dense); *out is NULL on error. */
+enum { ATTNFUSE_BLOCK_INACTIVE = 0, ATTNFUSE_BLOCK_FULL = 1, ATTNFUSE_BLOCK_PARTIAL = 2 };
+typedef int (*attnfuse_block_classify_fn)(void* user, int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0,
+                                          int64_t kv1);
+typedef int (*attnfuse_block_fill_fn)(void* user, int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0,
+                                      int64_t kv1, uint8_t* keep);
+attnfuse_status attnfuse_block_mask_from_block_cells(attnfuse_block_classify_fn classify, attnfuse_block_fill_fn fill,
+                                                     void* user, int64_t batch, int64_t heads, int64_t q_len,
+                                                     int64_t kv_len, int block_q, int block_k,
+                                                     attnfuse_block_mask** out);
+
+/* The same from a grid of block kinds, the form an array library computes in one expression: kinds
+ * is [batch, heads, nqb, nkb] uint8 (C order, host memory; nqb and nkb as in from_dense) holding
+ * ATTNFUSE_BLOCK_INACTIVE, ATTNFUSE_BLOCK_FULL or ATTNFUSE_BLOCK_PARTIAL, and fill (as above) is
+ * called for the PARTIAL blocks only, so a structured mask costs one call per block on its edges.
+ * fill may be NULL when no block is PARTIAL. The grid is read during the call only.
+ * Errors: ATTNFUSE_ERROR_INVALID_ARGUMENT (out is NULL, kinds is NULL with blocks to read, a kind
+ * outside 0-2, a PARTIAL block with fill NULL, fill returned nonzero), ATTNFUSE_ERROR_SHAPE (as
+ * from_dense); *out is NULL on error. */
+attnfuse_status attnfuse_block_mask_from_block_kinds(const uint8_t* kinds, attnfuse_block_fill_fn fill, void* user,
+                                                     int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
+                                                     int block_q, int block_k, attnfuse_block_mask** out);
+
 /* Frees a mask and its device upload (NULL is a no-op). On CUDA, launches are asynchronous: free a
  * mask only after the launches that read it have completed (synchronize their stream first). */
 void attnfuse_block_mask_free(attnfuse_block_mask* mask);

@@ -66,6 +66,20 @@ class BlockMask {
                                          int block_k = 128) {
     return from_block_classifier<Predicate>(classify, keep, batch, heads, q_len, kv_len, block_q, block_k);
   }
+  // Fills the cells [q0, q1) x [kv0, kv1) of (b, h) at once: keep[(q - q0) * (kv1 - kv0) + (kv - kv0)]
+  // nonzero keeps cell (q, kv); the bytes arrive zeroed. Same thread-safety rule as Predicate.
+  using BlockFiller = std::function<void(int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0, int64_t kv1,
+                                         uint8_t* keep)>;
+  // The mask whose cells `fill` keeps, one call per block: for mask code that works on whole
+  // blocks (an array library, a vectorized routine, a table lookup per block), and for callers
+  // across the C ABI (attnfuse_block_mask_from_block_cells), where a call per cell would cost far
+  // more than the mask. With `classify`, only the blocks it calls Partial are filled, as in
+  // from_block_classifier; it must never contradict `fill`.
+  static BlockMask from_block_cells(const BlockFiller& fill, int64_t batch, int64_t heads, int64_t q_len,
+                                    int64_t kv_len, int block_q = 128, int block_k = 128);
+  static BlockMask from_block_cells(const BlockClassifier& classify, const BlockFiller& fill, int64_t batch,
+                                    int64_t heads, int64_t q_len, int64_t kv_len, int block_q = 128,
+                                    int block_k = 128);
   // grid: [batch, heads, nqb, nkb] bool/uint8 (nonzero = active) with nqb = ceil(q_len/block_q),
   // nkb = ceil(kv_len/block_k). Active blocks are full: every cell of them is kept.
   static BlockMask from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
@@ -165,6 +179,8 @@ class BlockMask {
       return block_mask_cells::evaluate(keep, b, h, q0, q1, kv0, kv1, block_k, cell);
     };
   }
+  // The evaluator of a BlockFiller (empty for an empty one): the block's bytes, then packed bits.
+  static CellEvaluator cells_of_filler(const BlockFiller& fill, int block_k);
   // The one construction path: classify (null = every block Partial), evaluate cells where needed.
   static BlockMask build(const char* who, const BlockClassifier* classify, const CellEvaluator& cells,
                          int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len, int block_q,

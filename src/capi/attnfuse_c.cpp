@@ -34,18 +34,55 @@ attnfuse_status fail(attnfuse_status s, const std::string& msg) {
   return s;
 }
 
+// A fault in what the C caller gave (a callback's return, a grid value), found inside a build and
+// returned as ATTNFUSE_ERROR_INVALID_ARGUMENT with its message.
+struct CallerError {
+  std::string message;
+};
+
 template <class F>
 attnfuse_status guarded(F&& f) {
   try {
     f();
     g_last_error.clear();
     return ATTNFUSE_OK;
+  } catch (const CallerError& e) {
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, e.message);
   } catch (const attnfuse::Error& e) {
     return fail(static_cast<attnfuse_status>(e.code()), e.what());
   } catch (const std::exception& e) {
     return fail(ATTNFUSE_ERROR_INTERNAL, std::string("internal error: ") + e.what());
   } catch (...) {
     return fail(ATTNFUSE_ERROR_INTERNAL, "internal error: unknown exception");
+  }
+}
+
+// The BlockMask of a C fill callback (and a classifier, or null). fill's first nonzero return stops
+// the build and names the block in the caller's error.
+attnfuse_status mask_from_fill(const char* who, const attnfuse::BlockMask::BlockClassifier* classify,
+                               attnfuse_block_fill_fn fill, void* user, int64_t batch, int64_t heads, int64_t q_len,
+                               int64_t kv_len, int block_q, int block_k, attnfuse_block_mask** out) {
+  const attnfuse::BlockMask::BlockFiller filler = [=](int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0,
+                                                      int64_t kv1, uint8_t* keep) {
+    if (!fill) throw CallerError{std::string(who) + ": fill must not be NULL when a block is partial"};
+    if (const int code = fill(user, b, h, q0, q1, kv0, kv1, keep); code != 0)
+      throw CallerError{std::string(who) + ": fill returned " + std::to_string(code) + " for the block at b=" +
+                        std::to_string(b) + " h=" + std::to_string(h) + " q0=" + std::to_string(q0) +
+                        " kv0=" + std::to_string(kv0)};
+  };
+  return guarded([&] {
+    *out = new attnfuse_block_mask{
+        classify
+            ? attnfuse::BlockMask::from_block_cells(*classify, filler, batch, heads, q_len, kv_len, block_q, block_k)
+            : attnfuse::BlockMask::from_block_cells(filler, batch, heads, q_len, kv_len, block_q, block_k)};
+  });
+}
+
+attnfuse::BlockMask::BlockKind kind_of(int value) {
+  switch (value) {
+    case ATTNFUSE_BLOCK_INACTIVE: return attnfuse::BlockMask::BlockKind::Inactive;
+    case ATTNFUSE_BLOCK_FULL: return attnfuse::BlockMask::BlockKind::Full;
+    default: return attnfuse::BlockMask::BlockKind::Partial;
   }
 }
 
@@ -225,6 +262,44 @@ attnfuse_status attnfuse_block_mask_from_dense(const uint8_t* grid, int64_t batc
     *out = new attnfuse_block_mask{
         attnfuse::BlockMask::from_dense(grid, batch, heads, q_len, kv_len, block_q, block_k)};
   });
+}
+
+attnfuse_status attnfuse_block_mask_from_block_cells(attnfuse_block_classify_fn classify, attnfuse_block_fill_fn fill,
+                                                     void* user, int64_t batch, int64_t heads, int64_t q_len,
+                                                     int64_t kv_len, int block_q, int block_k,
+                                                     attnfuse_block_mask** out) {
+  if (!out) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "out must not be NULL");
+  *out = nullptr;
+  if (!fill)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "attnfuse_block_mask_from_block_cells: fill must not be NULL");
+  // Any value but INACTIVE and FULL means "ask the cells".
+  const attnfuse::BlockMask::BlockClassifier classifier = [classify, user](int64_t b, int64_t h, int64_t q0,
+                                                                           int64_t q1, int64_t kv0, int64_t kv1) {
+    return kind_of(classify(user, b, h, q0, q1, kv0, kv1));
+  };
+  return mask_from_fill("attnfuse_block_mask_from_block_cells", classify ? &classifier : nullptr, fill, user, batch,
+                        heads, q_len, kv_len, block_q, block_k, out);
+}
+
+attnfuse_status attnfuse_block_mask_from_block_kinds(const uint8_t* kinds, attnfuse_block_fill_fn fill, void* user,
+                                                     int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
+                                                     int block_q, int block_k, attnfuse_block_mask** out) {
+  constexpr const char* who = "attnfuse_block_mask_from_block_kinds";
+  if (!out) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "out must not be NULL");
+  *out = nullptr;
+  // The build checks the dimensions before it asks about any block; only then is the grid read.
+  const int64_t nqb = block_q > 0 ? (q_len + block_q - 1) / block_q : 0;
+  const int64_t nkb = block_k > 0 ? (kv_len + block_k - 1) / block_k : 0;
+  const attnfuse::BlockMask::BlockClassifier classifier = [=](int64_t b, int64_t h, int64_t q0, int64_t, int64_t kv0,
+                                                              int64_t) {
+    if (!kinds) throw CallerError{std::string(who) + ": the kinds pointer is null"};
+    const int64_t i = ((b * heads + h) * nqb + q0 / block_q) * nkb + kv0 / block_k;
+    if (kinds[i] > ATTNFUSE_BLOCK_PARTIAL)
+      throw CallerError{std::string(who) + ": kinds[" + std::to_string(i) + "] is " + std::to_string(kinds[i]) +
+                        ", not 0 (inactive), 1 (full) or 2 (partial)"};
+    return kind_of(kinds[i]);
+  };
+  return mask_from_fill(who, &classifier, fill, user, batch, heads, q_len, kv_len, block_q, block_k, out);
 }
 
 void attnfuse_block_mask_free(attnfuse_block_mask* mask) { delete mask; }

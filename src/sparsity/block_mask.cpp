@@ -1,5 +1,5 @@
-// BlockMask construction (per-cell predicate, block classifier, dense block grid), its CSR
-// queries and its ASCII drawing.
+// BlockMask construction (per-cell predicate, block classifier, per-block cells, dense block
+// grid), its CSR queries and its ASCII drawing.
 #include "attnfuse/block_mask.hpp"
 
 #include <fmt/format.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <vector>
 
 #include "attnfuse/error.hpp"
 #include "sparsity/row_build.hpp"
@@ -141,6 +142,33 @@ BlockMask BlockMask::with_dims(const char* who, int64_t batch, int64_t heads, in
   m.nqb_ = ceil_div(q_len, block_q);
   m.nkb_ = ceil_div(kv_len, block_k);
   return m;
+}
+
+BlockMask::CellEvaluator BlockMask::cells_of_filler(const BlockFiller& fill, int block_k) {
+  if (!fill) return {};
+  return [&fill, block_k](int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t k0, int64_t k1, uint64_t* cell) {
+    const int64_t cols = k1 - k0;
+    std::vector<uint8_t> bytes(static_cast<size_t>((q1 - q0) * cols), 0);
+    fill(b, h, q0, q1, k0, k1, bytes.data());
+    // The filled bytes are the predicate: a table lookup, which the cell loop vectorizes.
+    const uint8_t* kept = bytes.data();
+    const auto keep = [kept, q0, k0, cols](int64_t, int64_t, int64_t q, int64_t kv) {
+      return kept[(q - q0) * cols + (kv - k0)] != 0;
+    };
+    return block_mask_cells::evaluate(keep, b, h, q0, q1, k0, k1, block_k, cell);
+  };
+}
+
+BlockMask BlockMask::from_block_cells(const BlockFiller& fill, int64_t batch, int64_t heads, int64_t q_len,
+                                      int64_t kv_len, int block_q, int block_k) {
+  return build("from_block_cells", nullptr, cells_of_filler(fill, block_k), batch, heads, q_len, kv_len, block_q,
+               block_k);
+}
+
+BlockMask BlockMask::from_block_cells(const BlockClassifier& classify, const BlockFiller& fill, int64_t batch,
+                                      int64_t heads, int64_t q_len, int64_t kv_len, int block_q, int block_k) {
+  return build("from_block_cells", &classify, cells_of_filler(fill, block_k), batch, heads, q_len, kv_len, block_q,
+               block_k);
 }
 
 BlockMask BlockMask::from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,

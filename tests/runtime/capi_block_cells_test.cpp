@@ -1,0 +1,261 @@
+// attnfuse_block_mask_from_block_cells and _from_block_kinds through the shared library: masks given
+// by C callbacks, one call per block of cells, run as the C++ mask of the same cells does (same
+// bits), with a classifier callback, a grid of block kinds or neither; every error as a status
+// code and a message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnfuse/attention.hpp"
+#include "attnfuse/attnfuse.h"
+#include "attnfuse/block_mask.hpp"
+#include "attnfuse/program.hpp"
+
+namespace {
+
+// A per-head causal window with a seeded sprinkle of extra cells: partial blocks of every kind.
+struct Rule {
+  uint64_t salt;
+  bool keep(int64_t h, int64_t q, int64_t kv) const {
+    uint64_t x = salt ^ (uint64_t(h) << 44) ^ (uint64_t(q) << 22) ^ uint64_t(kv);
+    x ^= x >> 31, x *= 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+    return (kv <= q && q - kv < 20 + 7 * h) || (x & 15) == 0;
+  }
+};
+
+int fill_rule(void* user, int64_t, int64_t h, int64_t q0, int64_t q1, int64_t kv0, int64_t kv1, uint8_t* keep) {
+  const auto* rule = static_cast<const Rule*>(user);
+  for (int64_t q = q0; q < q1; ++q)
+    for (int64_t kv = kv0; kv < kv1; ++kv) keep[(q - q0) * (kv1 - kv0) + (kv - kv0)] = rule->keep(h, q, kv) ? 1 : 0;
+  return 0;
+}
+
+// Says nothing it is sure of, in ways C allows: Partial, or values outside the enum.
+int classify_unsure(void*, int64_t, int64_t, int64_t q0, int64_t, int64_t kv0, int64_t) {
+  return (q0 + kv0) % 3 == 0 ? ATTNFUSE_BLOCK_PARTIAL : (q0 + kv0) % 3 == 1 ? 7 : -1;
+}
+
+// Calls every block wholly above the diagonal Inactive. The rule's sprinkle keeps cells there, so
+// this classifier contradicts fill; what it says is believed, and those cells are dropped.
+int classify_above_diagonal_empty(void*, int64_t, int64_t, int64_t, int64_t q1, int64_t kv0, int64_t) {
+  return kv0 > q1 - 1 ? ATTNFUSE_BLOCK_INACTIVE : ATTNFUSE_BLOCK_PARTIAL;
+}
+
+attnfuse_tensor view(std::vector<float>& data, int64_t b, int64_t h, int64_t s, int64_t d) {
+  attnfuse_tensor t{};
+  t.data = data.data();
+  t.shape[0] = b, t.shape[1] = h, t.shape[2] = s, t.shape[3] = d;
+  t.strides[0] = h * s * d, t.strides[1] = s * d, t.strides[2] = d, t.strides[3] = 1;
+  return t;
+}
+
+struct Problem {
+  static constexpr int64_t Hq = 4, Hkv = 2, N = 150, D = 16;
+  std::vector<float> q, k, v;
+  explicit Problem(uint64_t seed) : q(Hq * N * D), k(Hkv * N * D), v(Hkv * N * D) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd;
+    for (auto* t : {&q, &k, &v})
+      for (float& x : *t) x = nd(rng);
+  }
+  // O of the block_sparse program through the C ABI with the C mask.
+  std::vector<float> run_c(const attnfuse_block_mask* mask) {
+    attnfuse_kernel* kernel = nullptr;
+    EXPECT_EQ(attnfuse_compile(kProgram, ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0, &kernel), ATTNFUSE_OK);
+    std::vector<float> o(q.size(), 7.f);
+    attnfuse_args a{};
+    a.q = view(q, 1, Hq, N, D), a.k = view(k, 1, Hkv, N, D), a.v = view(v, 1, Hkv, N, D), a.out = view(o, 1, Hq, N, D);
+    a.block_mask = mask;
+    EXPECT_EQ(attnfuse_launch(kernel, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
+    attnfuse_kernel_free(kernel);
+    return o;
+  }
+  // The same program in C++ with a mask of the given cells.
+  std::vector<float> run_cpp(const attnfuse::BlockMask& mask) {
+    std::vector<float> o(q.size(), 7.f);
+    const auto t = [](std::vector<float>& x, int64_t h) {
+      return attnfuse::TensorView::contiguous(x.data(), attnfuse::DType::F32, {1, h, N, D});
+    };
+    attnfuse::AttentionArgs c;
+    c.q = t(q, Hq), c.k = t(k, Hkv), c.v = t(v, Hkv), c.out = t(o, Hq);
+    c.block_mask = &mask;
+    attnfuse::run_cpu(attnfuse::Program::parse(kProgram).compile({attnfuse::Target::Cpu, attnfuse::DType::F32, 0}), c);
+    return o;
+  }
+  static constexpr const char* kProgram = "softmax(block_sparse(scaled_dot_product(Q, K))) @ V";
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(CApiBlockCells, CallbackMasksRunAsTheCppMaskOfTheSameCells) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  Rule rule{seed};
+  Problem p(seed);
+  for (auto [bq, bk] : {std::pair{16, 16}, {32, 24}, {7, 64}}) {
+    SCOPED_TRACE(testing::Message() << "blocks " << bq << "x" << bk);
+    const auto want = attnfuse::BlockMask::from_predicate(
+        [&rule](int64_t, int64_t h, int64_t q, int64_t kv) { return rule.keep(h, q, kv); }, 1, Problem::Hq,
+        Problem::N, Problem::N, bq, bk);
+    const std::vector<float> o_want = p.run_cpp(want);
+    for (attnfuse_block_classify_fn classify : {attnfuse_block_classify_fn{nullptr}, &classify_unsure}) {
+      attnfuse_block_mask* mask = nullptr;
+      ASSERT_EQ(attnfuse_block_mask_from_block_cells(classify, fill_rule, &rule, 1, Problem::Hq, Problem::N,
+                                                     Problem::N, bq, bk, &mask),
+                ATTNFUSE_OK)
+          << attnfuse_last_error();
+      EXPECT_TRUE(same_bits(p.run_c(mask), o_want)) << (classify ? "unsure classifier" : "no classifier");
+      attnfuse_block_mask_free(mask);
+    }
+  }
+  // A classifier is believed: blocks it calls Inactive lose the sprinkle's cells above the diagonal,
+  // which is the causal-window-only mask's output.
+  attnfuse_block_mask* mask = nullptr;
+  ASSERT_EQ(attnfuse_block_mask_from_block_cells(classify_above_diagonal_empty, fill_rule, &rule, 1, Problem::Hq,
+                                                 Problem::N, Problem::N, 16, 16, &mask),
+            ATTNFUSE_OK);
+  const auto believed = attnfuse::BlockMask::from_predicate(
+      [&rule](int64_t, int64_t h, int64_t q, int64_t kv) { return kv / 16 <= q / 16 && rule.keep(h, q, kv); }, 1,
+      Problem::Hq, Problem::N, Problem::N, 16, 16);
+  const std::vector<float> o_believed = p.run_c(mask);
+  EXPECT_TRUE(same_bits(o_believed, p.run_cpp(believed)));
+  EXPECT_FALSE(same_bits(o_believed, p.run_cpp(attnfuse::BlockMask::from_predicate(
+                                         [&rule](int64_t, int64_t h, int64_t q, int64_t kv) { return rule.keep(h, q, kv); },
+                                         1, Problem::Hq, Problem::N, Problem::N, 16, 16))))
+      << "the dropped cells change the output";
+  attnfuse_block_mask_free(mask);
+}
+
+struct CountingRule {
+  Rule rule;
+  std::atomic<int> calls{0};
+};
+
+int fill_counting(void* user, int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0, int64_t kv1, uint8_t* keep) {
+  auto* c = static_cast<CountingRule*>(user);
+  ++c->calls;
+  return fill_rule(&c->rule, b, h, q0, q1, kv0, kv1, keep);
+}
+
+// A grid of block kinds (what an array library computes at once) with fill called on Partial
+// blocks only gives the C++ mask of the rule.
+TEST(CApiBlockCells, KindGridsFillOnlyPartialBlocks) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  CountingRule counting{Rule{seed}};
+  const Rule& rule = counting.rule;
+  Problem p(seed);
+  const int bq = 32, bk = 24;
+  const int64_t nqb = (Problem::N + bq - 1) / bq, nkb = (Problem::N + bk - 1) / bk;
+  // Exact kinds of the rule per block; blocks past the lengths' ends are cut.
+  std::vector<uint8_t> kinds(static_cast<size_t>(Problem::Hq * nqb * nkb));
+  int partial = 0;
+  for (int64_t h = 0; h < Problem::Hq; ++h)
+    for (int64_t qb = 0; qb < nqb; ++qb)
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        int64_t kept = 0, total = 0;
+        for (int64_t q = qb * bq; q < std::min<int64_t>(Problem::N, (qb + 1) * bq); ++q)
+          for (int64_t kv = kb * bk; kv < std::min<int64_t>(Problem::N, (kb + 1) * bk); ++kv, ++total)
+            kept += rule.keep(h, q, kv);
+        const uint8_t kind = kept == 0 ? ATTNFUSE_BLOCK_INACTIVE : kept == total ? ATTNFUSE_BLOCK_FULL
+                                                                                 : ATTNFUSE_BLOCK_PARTIAL;
+        kinds[static_cast<size_t>((h * nqb + qb) * nkb + kb)] = kind;
+        partial += kind == ATTNFUSE_BLOCK_PARTIAL;
+      }
+  ASSERT_GT(partial, 0);
+  attnfuse_block_mask* mask = nullptr;
+  ASSERT_EQ(attnfuse_block_mask_from_block_kinds(kinds.data(), fill_counting, &counting, 1, Problem::Hq, Problem::N,
+                                                 Problem::N, bq, bk, &mask),
+            ATTNFUSE_OK)
+      << attnfuse_last_error();
+  kinds.assign(kinds.size(), 0xEE);  // read during the call only
+  EXPECT_EQ(counting.calls.load(), partial);
+  const auto want = attnfuse::BlockMask::from_predicate(
+      [&rule](int64_t, int64_t h, int64_t q, int64_t kv) { return rule.keep(h, q, kv); }, 1, Problem::Hq, Problem::N,
+      Problem::N, bq, bk);
+  EXPECT_TRUE(same_bits(p.run_c(mask), p.run_cpp(want)));
+  attnfuse_block_mask_free(mask);
+
+  // No Partial block: fill may be NULL, and the grid is a from_dense grid.
+  std::vector<uint8_t> grid(static_cast<size_t>(nqb * nkb));
+  for (size_t i = 0; i < grid.size(); ++i) grid[i] = (i * 7) % 3 == 0 ? ATTNFUSE_BLOCK_FULL : ATTNFUSE_BLOCK_INACTIVE;
+  ASSERT_EQ(attnfuse_block_mask_from_block_kinds(grid.data(), nullptr, nullptr, 1, 1, Problem::N, Problem::N, bq, bk,
+                                                 &mask),
+            ATTNFUSE_OK)
+      << attnfuse_last_error();
+  EXPECT_TRUE(same_bits(p.run_c(mask), p.run_cpp(attnfuse::BlockMask::from_dense(grid.data(), 1, 1, Problem::N,
+                                                                                  Problem::N, bq, bk))));
+  attnfuse_block_mask_free(mask);
+}
+
+TEST(CApiBlockCells, KindGridErrorsAreStatusCodes) {
+  Rule rule{2};
+  std::vector<uint8_t> kinds(4 * 4, ATTNFUSE_BLOCK_PARTIAL);
+  attnfuse_block_mask* mask = reinterpret_cast<attnfuse_block_mask*>(0x1);
+  kinds[5] = 3;
+  EXPECT_EQ(attnfuse_block_mask_from_block_kinds(kinds.data(), fill_rule, &rule, 1, 1, 64, 64, 16, 16, &mask),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mask, nullptr);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("kinds[5] is 3"), std::string::npos) << attnfuse_last_error();
+  kinds[5] = ATTNFUSE_BLOCK_PARTIAL;
+  EXPECT_EQ(attnfuse_block_mask_from_block_kinds(kinds.data(), nullptr, nullptr, 1, 1, 64, 64, 16, 16, &mask),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("fill must not be NULL when a block is partial"),
+            std::string::npos)
+      << attnfuse_last_error();
+  EXPECT_EQ(attnfuse_block_mask_from_block_kinds(nullptr, fill_rule, &rule, 1, 1, 64, 64, 16, 16, &mask),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("kinds pointer is null"), std::string::npos);
+  EXPECT_EQ(attnfuse_block_mask_from_block_kinds(nullptr, nullptr, nullptr, 1, 1, 0, 0, 16, 16, &mask), ATTNFUSE_OK)
+      << "no blocks: nothing to read";
+  attnfuse_block_mask_free(mask);
+  EXPECT_EQ(attnfuse_block_mask_from_block_kinds(kinds.data(), fill_rule, &rule, 1, 1, 64, -1, 16, 16, &mask),
+            ATTNFUSE_ERROR_SHAPE);
+  EXPECT_EQ(attnfuse_block_mask_from_block_kinds(kinds.data(), fill_rule, &rule, 1, 1, 64, 64, 16, 0, &mask),
+            ATTNFUSE_ERROR_SHAPE);
+  EXPECT_EQ(attnfuse_block_mask_from_block_kinds(kinds.data(), fill_rule, &rule, 1, 1, 64, 64, 16, 16, nullptr),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+}
+
+int fill_fails_at_row_32(void*, int64_t, int64_t, int64_t q0, int64_t, int64_t, int64_t, uint8_t* keep) {
+  keep[0] = 1;
+  return q0 == 32 ? 3 : 0;
+}
+
+TEST(CApiBlockCells, ErrorsAreStatusCodes) {
+  Rule rule{1};
+  attnfuse_block_mask* mask = reinterpret_cast<attnfuse_block_mask*>(0x1);
+  EXPECT_EQ(attnfuse_block_mask_from_block_cells(nullptr, fill_rule, &rule, 1, 1, 64, 64, 16, 16, nullptr),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(attnfuse_block_mask_from_block_cells(nullptr, nullptr, &rule, 1, 1, 64, 64, 16, 16, &mask),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mask, nullptr) << "out is cleared on error";
+  EXPECT_NE(std::string(attnfuse_last_error()).find("fill must not be NULL"), std::string::npos);
+
+  mask = reinterpret_cast<attnfuse_block_mask*>(0x1);
+  EXPECT_EQ(attnfuse_block_mask_from_block_cells(nullptr, fill_fails_at_row_32, nullptr, 1, 2, 100, 50, 16, 16,
+                                                 &mask),
+            ATTNFUSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mask, nullptr);
+  const std::string err = attnfuse_last_error();
+  EXPECT_NE(err.find("fill returned 3 for the block at b=0 h="), std::string::npos) << err;
+  EXPECT_NE(err.find("q0=32"), std::string::npos) << err;
+
+  EXPECT_EQ(attnfuse_block_mask_from_block_cells(nullptr, fill_rule, &rule, 1, 1, 64, 64, 0, 16, &mask),
+            ATTNFUSE_ERROR_SHAPE);
+  EXPECT_NE(std::string(attnfuse_last_error()).find("block sizes must be >= 1"), std::string::npos);
+  ASSERT_EQ(attnfuse_block_mask_from_block_cells(nullptr, fill_rule, &rule, 1, 1, 64, 64, 16, 16, &mask),
+            ATTNFUSE_OK);
+  EXPECT_STREQ(attnfuse_last_error(), "") << "a success clears the last error";
+  attnfuse_block_mask_free(mask);
+}
+
+}  // namespace
