@@ -249,7 +249,8 @@ int main(int argc, char** argv) {
         for (int64_t q = q0; q < q1; ++q)
           for (int64_t kv = k0; kv < k1; ++kv) keep[(q - q0) * (k1 - k0) + (kv - k0)] = c.keep(b, hh, q, kv);
       };
-      const Timing filled = time_it([&] { return BlockMask::from_block_cells(c.classify, fill, 1, h, n, n, c.block, c.block); }, reps);
+      const Timing filled = time_it(
+          [&] { return BlockMask::from_block_cells(c.classify, fill, 1, h, n, n, c.block, c.block); }, reps);
       report(c.name, "block_cells + classifier", h, n, filled, reps);
       if (!same(filled.mask, fast.mask)) {
         fmt::print("FAIL: {}: from_block_cells and from_block_classifier disagree at N = {}\n", c.name, n);
