@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Every repository path the docs and the bench scripts name must exist, and every shell script
-under bench/ must parse.
+"""Every repository path the docs and the bench scripts name must exist, every shell script under
+bench/ must parse, and every relative Markdown link (file and heading) must resolve.
 
 The README, docs/ and bench/ name hundreds of files: the script that produced a result, the patch
 an experiment applied, the header a design note explains. Files get renamed and moved; a record
@@ -95,6 +95,37 @@ def unparsable_scripts(root):
     return bad
 
 
+def heading_anchors(md):
+    """The anchors GitHub gives a Markdown file's headings: lower case, punctuation but `-` and `_`
+    dropped, spaces as `-`."""
+    out = set()
+    for line in md.read_text(errors="replace").splitlines():
+        m = re.match(r"#+\s+(.*)$", line)
+        if m:
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+def broken_links(root):
+    """Relative Markdown links `[text](file#anchor)` whose file or heading is gone (code blocks
+    skipped)."""
+    bad = []
+    for f in [root / "README.md", *sorted(root.glob("docs/*.md")), *sorted(root.glob("bench/**/*.md"))]:
+        text = re.sub(r"```.*?```", "", f.read_text(errors="replace"), flags=re.S)
+        for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+            link = m.group(1)
+            if re.match(r"[a-z]+:", link):
+                continue  # https:, mailto:
+            path, _, anchor = link.partition("#")
+            target = (f.parent / path) if path else f
+            where = f.relative_to(root).as_posix()
+            if not target.exists():
+                bad.append((where, link, "no such file"))
+            elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target):
+                bad.append((where, link, "no such heading"))
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(pathlib.Path(__file__).resolve().parent.parent))
@@ -105,11 +136,16 @@ def main():
     bad = unparsable_scripts(root)
     for script, err in bad:
         print(f"script does not parse: {script}: {err}")
+    links = broken_links(root)
+    for where, link, why in links:
+        print(f"broken link in {where}: ({link}): {why}")
     n_files = sum(1 for _ in sources(root))
-    if dead or bad:
-        print(f"FAIL: {len(dead)} dead paths, {len(bad)} scripts that do not parse, in {n_files} files")
+    if dead or bad or links:
+        print(f"FAIL: {len(dead)} dead paths, {len(bad)} scripts that do not parse, {len(links)} broken links, "
+              f"in {n_files} files")
         return 1
-    print(f"paths: every named path exists, every bench script parses ({n_files} files)")
+    print(f"paths: every named path exists, every bench script parses, every Markdown link resolves "
+          f"({n_files} files)")
     return 0
 
 
