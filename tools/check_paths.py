@@ -54,7 +54,10 @@ def tracked_and_present(root):
 
 
 def git_has(root, obj):
-    return subprocess.run(["git", "-C", str(root), "cat-file", "-e", obj], capture_output=True).returncode == 0
+    try:
+        return subprocess.run(["git", "-C", str(root), "cat-file", "-e", obj], capture_output=True).returncode == 0
+    except FileNotFoundError:  # no git: history cannot be checked, nor denied
+        return False
 
 
 def dead_paths(root):
