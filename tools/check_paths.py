@@ -43,13 +43,21 @@ def sources(root):
 
 
 def tracked_and_present(root):
-    """Every file and folder under root, as 'a/b/c' strings, for prefix checks."""
+    """Every file and folder a clean clone has, as 'a/b/c' strings, for prefix checks: in a git
+    checkout the files git tracks or would add (so that a file only this machine has, ignored or
+    built, does not count), elsewhere every file under root."""
+    try:
+        r = subprocess.run(["git", "-C", str(root), "ls-files", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, text=True)
+        files = r.stdout.splitlines() if r.returncode == 0 else None
+    except FileNotFoundError:
+        files = None
+    if files is None:
+        files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
     out = set()
-    for p in root.rglob("*"):
-        rel = p.relative_to(root).as_posix()
-        if rel.startswith((".git/", "build")):
-            continue
-        out.add(rel)
+    for f in files:
+        parts = f.split("/")
+        out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
     return out
 
 

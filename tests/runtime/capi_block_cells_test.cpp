@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,8 +15,13 @@
 #include "attnfuse/attnfuse.h"
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/program.hpp"
+#include "runtime/capi_views.hpp"
 
 namespace {
+
+using capi_test::same_bits;
+using capi_test::tv;
+using capi_test::view;
 
 // A per-head causal window with a seeded sprinkle of extra cells: partial blocks of every kind.
 struct Rule {
@@ -47,14 +51,6 @@ int classify_above_diagonal_empty(void*, int64_t, int64_t, int64_t, int64_t q1, 
   return kv0 > q1 - 1 ? ATTNFUSE_BLOCK_INACTIVE : ATTNFUSE_BLOCK_PARTIAL;
 }
 
-attnfuse_tensor view(std::vector<float>& data, int64_t b, int64_t h, int64_t s, int64_t d) {
-  attnfuse_tensor t{};
-  t.data = data.data();
-  t.shape[0] = b, t.shape[1] = h, t.shape[2] = s, t.shape[3] = d;
-  t.strides[0] = h * s * d, t.strides[1] = s * d, t.strides[2] = d, t.strides[3] = 1;
-  return t;
-}
-
 struct Problem {
   static constexpr int64_t Hq = 4, Hkv = 2, N = 150, D = 16;
   std::vector<float> q, k, v;
@@ -70,7 +66,8 @@ struct Problem {
     EXPECT_EQ(attnfuse_compile(kProgram, ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0, &kernel), ATTNFUSE_OK);
     std::vector<float> o(q.size(), 7.f);
     attnfuse_args a{};
-    a.q = view(q, 1, Hq, N, D), a.k = view(k, 1, Hkv, N, D), a.v = view(v, 1, Hkv, N, D), a.out = view(o, 1, Hq, N, D);
+    a.q = view(q.data(), 1, Hq, N, D), a.k = view(k.data(), 1, Hkv, N, D), a.v = view(v.data(), 1, Hkv, N, D);
+    a.out = view(o.data(), 1, Hq, N, D);
     a.block_mask = mask;
     EXPECT_EQ(attnfuse_launch(kernel, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
     attnfuse_kernel_free(kernel);
@@ -79,21 +76,14 @@ struct Problem {
   // The same program in C++ with a mask of the given cells.
   std::vector<float> run_cpp(const attnfuse::BlockMask& mask) {
     std::vector<float> o(q.size(), 7.f);
-    const auto t = [](std::vector<float>& x, int64_t h) {
-      return attnfuse::TensorView::contiguous(x.data(), attnfuse::DType::F32, {1, h, N, D});
-    };
     attnfuse::AttentionArgs c;
-    c.q = t(q, Hq), c.k = t(k, Hkv), c.v = t(v, Hkv), c.out = t(o, Hq);
+    c.q = tv(q, 1, Hq, N, D), c.k = tv(k, 1, Hkv, N, D), c.v = tv(v, 1, Hkv, N, D), c.out = tv(o, 1, Hq, N, D);
     c.block_mask = &mask;
     attnfuse::run_cpu(attnfuse::Program::parse(kProgram).compile({attnfuse::Target::Cpu, attnfuse::DType::F32, 0}), c);
     return o;
   }
   static constexpr const char* kProgram = "softmax(block_sparse(scaled_dot_product(Q, K))) @ V";
 };
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 TEST(CApiBlockCells, CallbackMasksRunAsTheCppMaskOfTheSameCells) {
   const uint64_t seed = std::random_device{}();

@@ -17,21 +17,13 @@
 #include "attnfuse/program.hpp"
 #include "common/dtype.hpp"
 #include "runtime/capi_c_callers.h"
+#include "runtime/capi_views.hpp"
 
 namespace {
 
-// The C++ view of the same contiguous fp32 buffer (for the reference runs through run_cpu).
-attnfuse::TensorView tv(std::vector<float>& data, int64_t b, int64_t h, int64_t s, int64_t d) {
-  return attnfuse::TensorView::contiguous(data.data(), attnfuse::DType::F32, {b, h, s, d});
-}
-
-attnfuse_tensor view(void* data, int64_t b, int64_t h, int64_t s, int64_t d) {
-  attnfuse_tensor t{};
-  t.data = data;
-  t.shape[0] = b, t.shape[1] = h, t.shape[2] = s, t.shape[3] = d;
-  t.strides[0] = h * s * d, t.strides[1] = s * d, t.strides[2] = d, t.strides[3] = 1;
-  return t;
-}
+using capi_test::same_bits;
+using capi_test::tv;
+using capi_test::view;
 
 TEST(CApi, CompileAndLaunchOnTheCpu) {
   attnfuse_kernel* k = nullptr;
@@ -287,10 +279,6 @@ Pages make_pages(const std::vector<float>& k, const std::vector<float>& v, int64
   p.desc.page_indptr = p.indptr.data();
   p.desc.last_page_len = p.last.data();
   return p;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST(CApi, PagedCacheGivesTheBitsOfContiguousKV) {
