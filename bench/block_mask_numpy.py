@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Cell-exact BlockMasks from Python with NumPy through the C ABI (attnfuse_block_mask_from_block_kinds):
-the block kinds computed in one array expression, the cells of the partial blocks filled by a NumPy
-callback. Times it at long lengths for a causal sliding window and a causal document mask, after
-checking each mask at a short length: the block_sparse program with it against the built-in
-sliding_window / document program on the CPU (max |diff| < 1e-5).
+"""Cell-exact BlockMasks from Python with NumPy through the C ABI: the block kinds computed in one
+array expression, and the cells of the partial blocks in either of two forms: filled by a NumPy
+callback per block (attnfuse_block_mask_from_block_kinds), or evaluated for every partial block in
+one vectorized expression and passed packed (attnfuse_block_mask_from_partial_cells). Times both at
+long lengths for a causal sliding window and a causal document mask, after checking each mask at a
+short length: the block_sparse program with it against the built-in sliding_window / document
+program on the CPU (max |diff| < 1e-5).
 
   python3 bench/block_mask_numpy.py [--lib build/lib/libattnfuse_c.so] [--n 131072] [--reps 5]
 
@@ -39,7 +41,10 @@ def window_mask(n, block, w):
         cells = np.ctypeslib.as_array(keep, shape=(q1 - q0, kv1 - kv0))
         d = np.arange(q0, q1)[:, None] - np.arange(kv0, kv1)[None, :]
         cells[:] = (d >= 0) & (d < w)
-    return kinds, fill, f"sliding_window(causal(scaled_dot_product(Q, K)), {w})", None
+    def cells(q, kv):  # q [P, block, 1], kv [P, 1, block]: every partial block at once
+        d = q - kv
+        return (d >= 0) & (d < w)
+    return kinds, fill, cells, f"sliding_window(causal(scaled_dot_product(Q, K)), {w})", None
 
 
 def documents_mask(n, block, lengths):
@@ -66,13 +71,37 @@ def documents_mask(n, block, lengths):
         cells = np.ctypeslib.as_array(keep, shape=(q1 - q0, kv1 - kv0))
         q, kv = np.arange(q0, q1)[:, None], np.arange(kv0, kv1)[None, :]
         cells[:] = (kv <= q) & (doc[q0:q1][:, None] == doc[kv0:kv1][None, :])
-    return kinds, fill, "document(causal(scaled_dot_product(Q, K)))", bounds
+    def cells(q, kv):  # past n the indices are clipped: those bytes are not read
+        return (kv <= q) & (doc[np.minimum(q, n - 1)] == doc[np.minimum(kv, n - 1)])
+    return kinds, fill, cells, "document(causal(scaled_dot_product(Q, K)))", bounds
 
 
-def check(lib, make, n, block, Hq=4, Hkv=2, D=32):
+def packed_cells(kinds, cells, block, chunk=256):
+    """The cells of kinds' partial blocks in its C order, [P, block, block] uint8, evaluated by the
+    vectorized rule `cells` chunk blocks at a time (int32 positions, so memory stays bounded)."""
+    qb, kb = np.nonzero(kinds == BLOCK_PARTIAL)
+    out = np.empty((len(qb), block, block), np.uint8)
+    r = np.arange(block, dtype=np.int32)
+    for i in range(0, len(qb), chunk):
+        q = (qb[i:i + chunk].astype(np.int32) * block)[:, None, None] + r[None, :, None]
+        kv = (kb[i:i + chunk].astype(np.int32) * block)[:, None, None] + r[None, None, :]
+        out[i:i + chunk] = cells(q, kv)
+    return out
+
+
+def build(lib, form, kinds, fill, cells, n, block):
+    """The mask by one of the two NumPy forms: a fill callback per partial block, or packed cells."""
+    if form == "callback":
+        return lib.block_mask_from_block_kinds(kinds.ctypes.data, fill, 1, 1, n, n, block, block)
+    packed = packed_cells(kinds, cells, block)
+    return lib.block_mask_from_partial_cells(kinds.ctypes.data, packed.ctypes.data, len(packed), 1, 1, n, n, block,
+                                             block)
+
+
+def check(lib, make, form, n, block, Hq=4, Hkv=2, D=32):
     """The block_sparse program with the mask against the built-in program, fp32 on the CPU."""
-    kinds, fill, program, bounds = make(n, block)
-    mask = lib.block_mask_from_block_kinds(kinds.ctypes.data, fill, 1, 1, n, n, block, block)
+    kinds, fill, cells, program, bounds = make(n, block)
+    mask = build(lib, form, kinds, fill, cells, n, block)
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((1, h, n, D), dtype=np.float32) for h in (Hq, Hkv, Hkv))
     outs = []
@@ -115,23 +144,22 @@ def main():
              ("causal documents of N/64 to N/8 tokens",  # 65-521 at the check's length, 2k-16k at 128k
               lambda n, block: documents_mask(n, block, rng.integers(n // 64, n // 8, 64)))]
     for name, make in cases:
-        diff = check(lib, make, 4096 + 77, 128)
-        if not diff < 1e-5:
-            print(f"FAIL: {name}: block_sparse with the NumPy mask differs from the built-in program by {diff:.2e}")
-            return 1
-        times = []
-        for _ in range(args.reps):
-            t0 = time.perf_counter()
-            kinds, fill, _, _ = make(args.n, 128)
-            t1 = time.perf_counter()
-            mask = lib.block_mask_from_block_kinds(kinds.ctypes.data, fill, 1, 1, args.n, args.n, 128, 128)
-            t2 = time.perf_counter()
-            mask.free()
-            times.append((t2 - t0, t1 - t0, int((kinds == BLOCK_PARTIAL).sum())))
-        total, kinds_s, partial = (statistics.median(x[i] for x in times) for i in range(3))
-        print(f"{name:44s} N {args.n}: {total * 1e3:8.1f} ms (kinds {kinds_s * 1e3:.1f} ms, "
-              f"{int(partial)} partial blocks filled), checked at N 4173: max |diff| {diff:.1e}; "
-              f"median of {args.reps}")
+        for form in ("callback", "packed cells"):
+            diff = check(lib, make, form, 4096 + 77, 128)
+            if not diff < 1e-5:
+                print(f"FAIL: {name}, {form}: block_sparse with the NumPy mask differs from the built-in program "
+                      f"by {diff:.2e}")
+                return 1
+            times = []
+            for _ in range(args.reps):
+                t0 = time.perf_counter()
+                kinds, fill, cells, _, _ = make(args.n, 128)
+                t1 = time.perf_counter()
+                build(lib, form, kinds, fill, cells, args.n, 128).free()
+                times.append((time.perf_counter() - t0, t1 - t0, int((kinds == BLOCK_PARTIAL).sum())))
+            total, kinds_s, partial = (statistics.median(x[i] for x in times) for i in range(3))
+            print(f"{name:40s} {form:12s} N {args.n}: {total * 1e3:7.1f} ms (kinds {kinds_s * 1e3:.1f} ms, "
+                  f"{int(partial)} partial blocks), checked at N 4173: max |diff| {diff:.1e}; median of {args.reps}")
     return 0
 
 

@@ -44,6 +44,8 @@ class Lib:
                                                              ctypes.c_int, ctypes.c_int, ctypes.POINTER(vp)]
         lib.attnfuse_block_mask_from_block_kinds.argtypes = [vp, BlockFillFn, vp, i64, i64, i64, i64, ctypes.c_int,
                                                              ctypes.c_int, ctypes.POINTER(vp)]
+        lib.attnfuse_block_mask_from_partial_cells.argtypes = [vp, vp, i64, i64, i64, i64, i64, ctypes.c_int,
+                                                               ctypes.c_int, ctypes.POINTER(vp)]
         lib.attnfuse_block_mask_free.argtypes = [vp]
 
     def error(self):
@@ -82,6 +84,18 @@ class Lib:
         return self._mask_from_fill("attnfuse_block_mask_from_block_kinds", fill, lambda fill_fn, out: (
             self.lib.attnfuse_block_mask_from_block_kinds(kinds_ptr, fill_fn, None, batch, heads, q_len, kv_len,
                                                           block_q, block_k, out)))
+
+    def block_mask_from_partial_cells(self, kinds_ptr, cells_ptr, num_partial, batch, heads, q_len, kv_len, block_q,
+                                      block_k):
+        """attnfuse_block_mask_from_partial_cells, no callback: kinds_ptr as above, cells_ptr the address of
+        a [num_partial, block_q, block_k] uint8 array holding the cells of kinds' partial blocks in its
+        C order (nonzero = kept; bytes past the lengths are ignored)."""
+        handle = ctypes.c_void_p()
+        st = self.lib.attnfuse_block_mask_from_partial_cells(kinds_ptr, cells_ptr, num_partial, batch, heads, q_len,
+                                                             kv_len, block_q, block_k, ctypes.byref(handle))
+        if st != OK:
+            raise RuntimeError(f"attnfuse_block_mask_from_partial_cells: status {st}: {self.error()}")
+        return BlockMaskHandle(self, handle)
 
     def _mask_from_fill(self, name, fill, call):
         failures = []
@@ -311,6 +325,14 @@ def check_cpu_abi(lib):
     builds = (lambda: lib.block_mask_from_block_cells(fill_window, 1, 1, N, N, 8, 8),
               lambda: lib.block_mask_from_block_cells(fill_window, 1, 1, N, N, 8, 8, classify_window),
               lambda: lib.block_mask_from_block_kinds(ctypes.addressof(kinds), fill_window, 1, 1, N, N, 8, 8))
+    # the same kinds with the partial blocks' cells packed in one array, no callback (the bytes past N
+    # are junk, which must not be read as kept)
+    slabs = [(1 if q >= N or kv >= N else int(0 <= q - kv < W))
+             for i, kind in enumerate(kinds) if kind == BLOCK_PARTIAL
+             for q in range(i // nb8 * 8, i // nb8 * 8 + 8) for kv in range(i % nb8 * 8, i % nb8 * 8 + 8)]
+    packed = (ctypes.c_uint8 * len(slabs))(*slabs)
+    builds += (lambda: lib.block_mask_from_partial_cells(ctypes.addressof(kinds), ctypes.addressof(packed),
+                                                         len(slabs) // 64, 1, 1, N, N, 8, 8),)
     diffs = []
     for build in builds:
         cells = build()
@@ -325,7 +347,8 @@ def check_cpu_abi(lib):
         cells.free()
         diffs.append(max(abs(x - y) for x, y in zip(*pair)) if all(pair) else float("inf"))
     print(f"selfcheck: CPU block mask from Python callbacks vs sliding_window: max |diff| {diffs[0]:.1e} "
-          f"(cells only), {diffs[1]:.1e} (with a classifier), {diffs[2]:.1e} (a grid of kinds)")
+          f"(cells only), {diffs[1]:.1e} (with a classifier), {diffs[2]:.1e} (a grid of kinds), "
+          f"{diffs[3]:.1e} (kinds and packed cells)")
     ok &= max(diffs) < 1e-5
     lib.lib.attnfuse_kernel_free(window)
 

@@ -124,6 +124,21 @@ attnfuse_status attnfuse_block_mask_from_block_kinds(const uint8_t* kinds, attnf
                                                      int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
                                                      int block_q, int block_k, attnfuse_block_mask** out);
 
+/* The same from arrays alone, with no callback: kinds as in from_block_kinds, and cells the kept
+ * cells of its PARTIAL blocks, [num_partial, block_q, block_k] uint8 (host memory, nonzero = kept),
+ * one slab per PARTIAL entry of kinds in kinds' C order. The slab of a block cut by the lengths at
+ * the edges holds its cells at the same offsets as a whole block's (row q - q0, column kv - kv0);
+ * the bytes past the lengths are not read for kept cells and may hold anything. This is the form
+ * for a caller that evaluates its mask over every partial block in one vectorized expression
+ * (NumPy, torch: q = q0 + arange(block_q), kv = kv0 + arange(block_k)). num_partial must be the
+ * number of PARTIAL entries of kinds; both arrays are read during the call only.
+ * Errors: ATTNFUSE_ERROR_INVALID_ARGUMENT (out is NULL, kinds is NULL with blocks to read, a kind
+ * outside 0-2, num_partial not kinds' count of PARTIAL entries, cells NULL with num_partial > 0),
+ * ATTNFUSE_ERROR_SHAPE (as from_dense); *out is NULL on error. */
+attnfuse_status attnfuse_block_mask_from_partial_cells(const uint8_t* kinds, const uint8_t* cells, int64_t num_partial,
+                                                       int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
+                                                       int block_q, int block_k, attnfuse_block_mask** out);
+
 /* Frees a mask and its device upload (NULL is a no-op). On CUDA, launches are asynchronous: free a
  * mask only after the launches that read it have completed (synchronize their stream first). */
 void attnfuse_block_mask_free(attnfuse_block_mask* mask);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "attnfuse/attention.hpp"
 #include "attnfuse/block_mask.hpp"
@@ -300,6 +301,61 @@ attnfuse_status attnfuse_block_mask_from_block_kinds(const uint8_t* kinds, attnf
     return kind_of(kinds[i]);
   };
   return mask_from_fill(who, &classifier, fill, user, batch, heads, q_len, kv_len, block_q, block_k, out);
+}
+
+attnfuse_status attnfuse_block_mask_from_partial_cells(const uint8_t* kinds, const uint8_t* cells, int64_t num_partial,
+                                                       int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len,
+                                                       int block_q, int block_k, attnfuse_block_mask** out) {
+  constexpr const char* who = "attnfuse_block_mask_from_partial_cells";
+  if (!out) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "out must not be NULL");
+  *out = nullptr;
+  // Dimensions the build would refuse: no grid is read, and the build reports them (as from_dense).
+  const bool dims_ok = block_q > 0 && block_k > 0 && batch >= 0 && heads >= 0 && q_len >= 0 && kv_len >= 0;
+  const int64_t nqb = dims_ok ? (q_len + block_q - 1) / block_q : 0;
+  const int64_t nkb = dims_ok ? (kv_len + block_k - 1) / block_k : 0;
+  const int64_t rows = batch * heads * nqb;
+  // The grid is read once before any block is built: its values are checked, the count of partial
+  // blocks is checked against num_partial (so no slab is read past the caller's array), and each
+  // block row's first slab is found. Within a row a block's slab is found by counting the partial
+  // entries before it: at most nkb bytes, fewer than the block_q x block_k bytes it then copies.
+  std::vector<int64_t> row_slab(static_cast<size_t>(dims_ok && nkb > 0 ? rows + 1 : 1), 0);
+  if (dims_ok && rows > 0 && nkb > 0) {
+    if (!kinds) return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, std::string(who) + ": the kinds pointer is null");
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t partial = 0;
+      for (int64_t j = 0; j < nkb; ++j) {
+        const uint8_t kind = kinds[r * nkb + j];
+        if (kind > ATTNFUSE_BLOCK_PARTIAL)
+          return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
+                      std::string(who) + ": kinds[" + std::to_string(r * nkb + j) + "] is " + std::to_string(kind) +
+                          ", not 0 (inactive), 1 (full) or 2 (partial)");
+        partial += kind == ATTNFUSE_BLOCK_PARTIAL;
+      }
+      row_slab[r + 1] = row_slab[r] + partial;
+    }
+  }
+  if (dims_ok && row_slab.back() != num_partial)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, std::string(who) + ": kinds holds " + std::to_string(row_slab.back()) +
+                                                     " partial blocks, num_partial is " + std::to_string(num_partial));
+  if (dims_ok && num_partial > 0 && !cells)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, std::string(who) + ": the cells pointer is null");
+  const attnfuse::BlockMask::BlockClassifier classifier = [=](int64_t b, int64_t h, int64_t q0, int64_t, int64_t kv0,
+                                                              int64_t) {
+    return kind_of(kinds[((b * heads + h) * nqb + q0 / block_q) * nkb + kv0 / block_k]);
+  };
+  const attnfuse::BlockMask::BlockFiller filler = [&](int64_t b, int64_t h, int64_t q0, int64_t q1, int64_t kv0,
+                                                      int64_t kv1, uint8_t* keep) {
+    const int64_t row = (b * heads + h) * nqb + q0 / block_q;
+    const uint8_t* entry = kinds + row * nkb;
+    int64_t slab = row_slab[row];
+    for (int64_t j = 0; j < kv0 / block_k; ++j) slab += entry[j] == ATTNFUSE_BLOCK_PARTIAL;
+    const uint8_t* src = cells + slab * block_q * block_k;
+    for (int64_t q = 0; q < q1 - q0; ++q) std::memcpy(keep + q * (kv1 - kv0), src + q * block_k, kv1 - kv0);
+  };
+  return guarded([&] {
+    *out = new attnfuse_block_mask{
+        attnfuse::BlockMask::from_block_cells(classifier, filler, batch, heads, q_len, kv_len, block_q, block_k)};
+  });
 }
 
 void attnfuse_block_mask_free(attnfuse_block_mask* mask) { delete mask; }

@@ -15,30 +15,16 @@
 #include "attnfuse/attnfuse.h"
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/program.hpp"
+#include "runtime/capi_block_rule.hpp"
 #include "runtime/capi_views.hpp"
 
 namespace {
 
+using capi_test::exact_kinds;
+using capi_test::fill_rule;
+using capi_test::Problem;
+using capi_test::Rule;
 using capi_test::same_bits;
-using capi_test::tv;
-using capi_test::view;
-
-// A per-head causal window with a seeded sprinkle of extra cells: partial blocks of every kind.
-struct Rule {
-  uint64_t salt;
-  bool keep(int64_t h, int64_t q, int64_t kv) const {
-    uint64_t x = salt ^ (uint64_t(h) << 44) ^ (uint64_t(q) << 22) ^ uint64_t(kv);
-    x ^= x >> 31, x *= 0x9e3779b97f4a7c15ull, x ^= x >> 29;
-    return (kv <= q && q - kv < 20 + 7 * h) || (x & 15) == 0;
-  }
-};
-
-int fill_rule(void* user, int64_t, int64_t h, int64_t q0, int64_t q1, int64_t kv0, int64_t kv1, uint8_t* keep) {
-  const auto* rule = static_cast<const Rule*>(user);
-  for (int64_t q = q0; q < q1; ++q)
-    for (int64_t kv = kv0; kv < kv1; ++kv) keep[(q - q0) * (kv1 - kv0) + (kv - kv0)] = rule->keep(h, q, kv) ? 1 : 0;
-  return 0;
-}
 
 // Says nothing it is sure of, in ways C allows: Partial, or values outside the enum.
 int classify_unsure(void*, int64_t, int64_t, int64_t q0, int64_t, int64_t kv0, int64_t) {
@@ -50,40 +36,6 @@ int classify_unsure(void*, int64_t, int64_t, int64_t q0, int64_t, int64_t kv0, i
 int classify_above_diagonal_empty(void*, int64_t, int64_t, int64_t, int64_t q1, int64_t kv0, int64_t) {
   return kv0 > q1 - 1 ? ATTNFUSE_BLOCK_INACTIVE : ATTNFUSE_BLOCK_PARTIAL;
 }
-
-struct Problem {
-  static constexpr int64_t Hq = 4, Hkv = 2, N = 150, D = 16;
-  std::vector<float> q, k, v;
-  explicit Problem(uint64_t seed) : q(Hq * N * D), k(Hkv * N * D), v(Hkv * N * D) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> nd;
-    for (auto* t : {&q, &k, &v})
-      for (float& x : *t) x = nd(rng);
-  }
-  // O of the block_sparse program through the C ABI with the C mask.
-  std::vector<float> run_c(const attnfuse_block_mask* mask) {
-    attnfuse_kernel* kernel = nullptr;
-    EXPECT_EQ(attnfuse_compile(kProgram, ATTNFUSE_DEVICE_CPU, ATTNFUSE_FP32, 0, &kernel), ATTNFUSE_OK);
-    std::vector<float> o(q.size(), 7.f);
-    attnfuse_args a{};
-    a.q = view(q.data(), 1, Hq, N, D), a.k = view(k.data(), 1, Hkv, N, D), a.v = view(v.data(), 1, Hkv, N, D);
-    a.out = view(o.data(), 1, Hq, N, D);
-    a.block_mask = mask;
-    EXPECT_EQ(attnfuse_launch(kernel, &a, nullptr), ATTNFUSE_OK) << attnfuse_last_error();
-    attnfuse_kernel_free(kernel);
-    return o;
-  }
-  // The same program in C++ with a mask of the given cells.
-  std::vector<float> run_cpp(const attnfuse::BlockMask& mask) {
-    std::vector<float> o(q.size(), 7.f);
-    attnfuse::AttentionArgs c;
-    c.q = tv(q, 1, Hq, N, D), c.k = tv(k, 1, Hkv, N, D), c.v = tv(v, 1, Hkv, N, D), c.out = tv(o, 1, Hq, N, D);
-    c.block_mask = &mask;
-    attnfuse::run_cpu(attnfuse::Program::parse(kProgram).compile({attnfuse::Target::Cpu, attnfuse::DType::F32, 0}), c);
-    return o;
-  }
-  static constexpr const char* kProgram = "softmax(block_sparse(scaled_dot_product(Q, K))) @ V";
-};
 
 TEST(CApiBlockCells, CallbackMasksRunAsTheCppMaskOfTheSameCells) {
   const uint64_t seed = std::random_device{}();
@@ -145,21 +97,8 @@ TEST(CApiBlockCells, KindGridsFillOnlyPartialBlocks) {
   Problem p(seed);
   const int bq = 32, bk = 24;
   const int64_t nqb = (Problem::N + bq - 1) / bq, nkb = (Problem::N + bk - 1) / bk;
-  // Exact kinds of the rule per block; blocks past the lengths' ends are cut.
-  std::vector<uint8_t> kinds(static_cast<size_t>(Problem::Hq * nqb * nkb));
   int partial = 0;
-  for (int64_t h = 0; h < Problem::Hq; ++h)
-    for (int64_t qb = 0; qb < nqb; ++qb)
-      for (int64_t kb = 0; kb < nkb; ++kb) {
-        int64_t kept = 0, total = 0;
-        for (int64_t q = qb * bq; q < std::min<int64_t>(Problem::N, (qb + 1) * bq); ++q)
-          for (int64_t kv = kb * bk; kv < std::min<int64_t>(Problem::N, (kb + 1) * bk); ++kv, ++total)
-            kept += rule.keep(h, q, kv);
-        const uint8_t kind = kept == 0 ? ATTNFUSE_BLOCK_INACTIVE : kept == total ? ATTNFUSE_BLOCK_FULL
-                                                                                 : ATTNFUSE_BLOCK_PARTIAL;
-        kinds[static_cast<size_t>((h * nqb + qb) * nkb + kb)] = kind;
-        partial += kind == ATTNFUSE_BLOCK_PARTIAL;
-      }
+  std::vector<uint8_t> kinds = exact_kinds(rule, Problem::Hq, Problem::N, bq, bk, &partial);
   ASSERT_GT(partial, 0);
   attnfuse_block_mask* mask = nullptr;
   ASSERT_EQ(attnfuse_block_mask_from_block_kinds(kinds.data(), fill_counting, &counting, 1, Problem::Hq, Problem::N,
