@@ -205,6 +205,34 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
 
 void attnfuse_kernel_free(attnfuse_kernel* kernel);
 
+/* One partial attention result for attnfuse_merge_states: O [B, H, N, D] in `dtype` (strides in
+ * elements, strides[3] = 1) and its LSE [B, H, N] (fp32, natural log, as attnfuse_args.lse
+ * receives it; lse_strides in elements, e.g. {H*N, N, 1}, or {N*H, 1, H} for [B, N, H]). */
+typedef struct {
+  attnfuse_tensor o;
+  attnfuse_dtype dtype;
+  float* lse;
+  int64_t lse_strides[3];
+} attnfuse_state;
+
+/* out = the log-sum-exp merge of states[0 .. num_states) (attnfuse::merge_states; FlashInfer's
+ * merge_state / merge_states, the step that joins attention over disjoint key sets, e.g. a shared
+ * prefix and each request's own suffix): row by row, in fp32,
+ *   LSE = log Σ_k e^{LSE_k},   O = Σ_k e^{LSE_k - LSE} O_k.
+ * A state whose row has LSE = -inf holds no key and contributes nothing (its O row is not read); a
+ * row with no key in any state gets O = 0 and LSE = -inf; a NaN LSE makes the row NaN. Each state
+ * and out may have its own dtype and strides; out may be one of the states (the very same view:
+ * an in-place merge) but must not otherwise overlap them.
+ * ATTNFUSE_DEVICE_CPU: host memory, merged before the call returns. ATTNFUSE_DEVICE_CUDA: device
+ * memory, launched on `stream` (a CUstream; NULL = the default stream) and asynchronous, at most
+ * 1024 states (more than 32 merge in two levels through an fp32 workspace of the stream).
+ * Errors, before anything is written: ATTNFUSE_ERROR_INVALID_ARGUMENT (states or out NULL,
+ * num_states < 1, a device or dtype outside the enums), ATTNFUSE_ERROR_SHAPE / _MISSING_TENSOR
+ * (as attnfuse::merge_states), ATTNFUSE_ERROR_UNSUPPORTED (over 1024 states on CUDA),
+ * ATTNFUSE_ERROR_DEVICE (CUDA without a usable GPU). */
+attnfuse_status attnfuse_merge_states(attnfuse_device device, const attnfuse_state* states, int64_t num_states,
+                                      const attnfuse_state* out, void* stream);
+
 /* The last error of the calling thread ("" if none). */
 const char* attnfuse_last_error(void);
 

@@ -10,9 +10,11 @@
 #include "attnfuse/attention.hpp"
 #include "attnfuse/block_mask.hpp"
 #include "attnfuse/error.hpp"
+#include "attnfuse/merge_states.hpp"
 #include "attnfuse/program.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/cuda_driver.hpp"
+#include "runtime/merge_states_cuda.hpp"
 
 // A block mask handed across the ABI (immutable once built; the CUDA runtime keeps its upload with
 // the BlockMask itself).
@@ -253,6 +255,42 @@ attnfuse_status attnfuse_launch(const attnfuse_kernel* kernel, const attnfuse_ar
 }
 
 void attnfuse_kernel_free(attnfuse_kernel* kernel) { delete kernel; }
+
+attnfuse_status attnfuse_merge_states(attnfuse_device device, const attnfuse_state* states, int64_t num_states,
+                                      const attnfuse_state* out, void* stream) {
+  if (!states || !out)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "attnfuse_merge_states: states and out must not be NULL");
+  if (num_states < 1)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
+                "attnfuse_merge_states: num_states must be >= 1 (got " + std::to_string(num_states) + ")");
+  const int dev = raw(device);
+  if (dev != ATTNFUSE_DEVICE_CPU && dev != ATTNFUSE_DEVICE_CUDA)
+    return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, "attnfuse_merge_states: device must be ATTNFUSE_DEVICE_CPU or "
+                                                 "ATTNFUSE_DEVICE_CUDA (got " + std::to_string(dev) + ")");
+  // The C state as the C++ one; a dtype outside the enum is the caller's argument error.
+  const auto state_of = [](const attnfuse_state& s, const std::string& name) {
+    const int dt = raw(s.dtype);
+    if (!is_dtype(dt))
+      throw CallerError{"attnfuse_merge_states: " + name + ".dtype must be ATTNFUSE_FP32, ATTNFUSE_BF16 or "
+                        "ATTNFUSE_FP16 (got " + std::to_string(dt) + ")"};
+    attnfuse::AttentionState a;
+    a.o = to_view(s.o, to_dtype(dt));
+    a.lse.data = s.lse;
+    a.lse.shape = {s.o.shape[0], s.o.shape[1], s.o.shape[2]};
+    a.lse.strides = {s.lse_strides[0], s.lse_strides[1], s.lse_strides[2]};
+    return a;
+  };
+  return guarded([&] {
+    std::vector<attnfuse::AttentionState> in;
+    in.reserve(static_cast<size_t>(num_states));
+    for (int64_t k = 0; k < num_states; ++k) in.push_back(state_of(states[k], "states[" + std::to_string(k) + "]"));
+    const attnfuse::AttentionState o = state_of(*out, "out");
+    if (dev == ATTNFUSE_DEVICE_CUDA)
+      attnfuse::runtime::merge_states_cuda(in, o, static_cast<attnfuse::runtime::CUstream>(stream));
+    else
+      attnfuse::merge_states(in, o);
+  });
+}
 
 attnfuse_status attnfuse_block_mask_from_dense(const uint8_t* grid, int64_t batch, int64_t heads, int64_t q_len,
                                                int64_t kv_len, int block_q, int block_k,

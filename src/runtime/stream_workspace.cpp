@@ -24,7 +24,8 @@ void* stream_workspace(CUstream stream, WorkspaceSlot slot, size_t bytes) {
       b = Buffer{};
     }
     static constexpr const char* kWhat[] = {"cuMemAlloc (rope prerotate workspace)", "cuMemAlloc (split-KV workspace)",
-                                            "cuMemAlloc (split-KV merge counters)"};
+                                            "cuMemAlloc (split-KV merge counters)",
+                                            "cuMemAlloc (merge_states workspace)"};
     check(d.cuMemAlloc(&b.ptr, bytes), kWhat[slot]);
     b.bytes = bytes;
     if (slot == kMergeCounters) {

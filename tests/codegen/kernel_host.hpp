@@ -258,6 +258,7 @@ struct float4 {
   float x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
@@ -503,4 +504,5 @@ inline void block_barrier_sync() { __syncthreads(); }
 
 #include "codegen/kernel_host_hopper.hpp"
 #include "codegen/cuda/kernels/combine.cuh"
+#include "codegen/cuda/kernels/merge_states.cuh"
 #include "codegen/cuda/kernels/rope.cuh"

@@ -262,6 +262,20 @@ TEST(NvrtcCompile, PrefillVariantsCompileWithoutSpills) { expect_compiles_withou
 TEST(NvrtcCompile, RopeVariantsCompileWithoutSpills) { expect_compiles_without_spills(Group::Rope); }
 TEST(NvrtcCompile, DecodeAndPagedVariantsCompileWithoutSpills) { expect_compiles_without_spills(Group::Decode); }
 
+// The merge_states module (one per architecture, every dtype at run time) compiles to both cubins
+// without spills.
+TEST(NvrtcCompile, MergeStatesModuleCompilesWithoutSpills) {
+  std::string why;
+  if (!runtime::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  for (int arch : {80, 90}) {
+    const auto r = runtime::nvrtc_compile(codegen::cuda::emit_merge_states(), "merge_states", arch,
+                                          runtime::NvrtcOutput::Cubin);
+    EXPECT_FALSE(r.binary.empty()) << "sm_" << arch;
+    EXPECT_EQ(r.spill_bytes, 0) << "sm_" << arch << ": " << r.log;
+    std::cout << fmt::format("merge_states sm_{}: {} registers\n", arch, r.registers);
+  }
+}
+
 TEST(NvrtcCompile, PtxForOtherArchitectures) {
   std::string why;
   if (!runtime::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;

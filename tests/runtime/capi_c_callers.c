@@ -10,3 +10,10 @@ attnfuse_status capi_compile_raw(const char* program, int device, int dtype, int
 }
 
 void capi_set_paged_layout_raw(attnfuse_paged_kv* paged, int layout) { paged->layout = (attnfuse_paged_layout)layout; }
+
+void capi_set_state_dtype_raw(attnfuse_state* state, int dtype) { state->dtype = (attnfuse_dtype)dtype; }
+
+attnfuse_status capi_merge_states_raw(int device, const attnfuse_state* states, int64_t num_states,
+                                      const attnfuse_state* out) {
+  return attnfuse_merge_states((attnfuse_device)device, states, num_states, out, 0);
+}

@@ -18,6 +18,10 @@ inline constexpr int kRotateThreads = 256;
 inline constexpr const char* kCombineEntryName = "attnfuse_combine";
 inline constexpr int kCombineThreads = 128;
 
+// merge_states on CUDA: a module of its own (emit_merge_states), one warp per row.
+inline constexpr const char* kMergeStatesEntryName = "attnfuse_merge_states";
+inline constexpr int kMergeStatesThreads = 128;
+
 // One embedded header: the include name NVRTC sees and its text.
 struct EmbeddedHeader {
   const char* name;
@@ -32,6 +36,10 @@ const std::vector<EmbeddedHeader>& kernel_headers();
 // makes by compiling the resolved spec) rotates inside the kernel; prerotate emits the plain
 // kernel plus the rotation kernel kRotateEntryName.
 std::string emit_forward(const KernelSpec& spec);
+
+// The translation unit of the merge_states module: the kernel of merge_states.cuh behind the
+// entry kMergeStatesEntryName (dtypes and sizes are run-time values: one module per arch).
+std::string emit_merge_states();
 
 // Throws Error(Unsupported) with a clear message when this kernel family cannot run `spec`.
 void check_supported(const KernelSpec& spec);

@@ -184,4 +184,26 @@ struct RotateParams {
   int vec;
 };
 
+// merge_states (merge_states.cuh): a lane of the row's warp per state, so at most 32 a launch.
+constexpr int kMergeMaxStates = 32;
+enum MergeDType { kMergeF32 = 0, kMergeBF16 = 1, kMergeF16 = 2 };
+
+struct MergeState {
+  void* o;                // [B, H, N, D] of `dtype`, last axis contiguous
+  float* lse;             // [B, H, N]
+  af_i64 o_stride[3];     // batch, head, row (elements)
+  af_i64 lse_stride[3];
+  int dtype;              // MergeDType
+};
+
+struct MergeStatesParams {
+  MergeState states[kMergeMaxStates];
+  MergeState out;
+  int num_states;
+  int dim;
+  int heads, len;  // rows = batch * heads * len
+  af_i64 rows;
+  int vec;         // every O row (inputs and output) is 4-element aligned and dim % 4 == 0
+};
+
 }  // namespace attnfuse_kernels

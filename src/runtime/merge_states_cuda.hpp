@@ -1,0 +1,22 @@
+// merge_states on CUDA: the log-sum-exp merge of partial attention results in device memory
+// (kernels/merge_states.cuh), with the CPU's rules and errors (include/attnfuse/merge_states.hpp).
+#pragma once
+
+#include <span>
+
+#include "attnfuse/merge_states.hpp"
+#include "runtime/cuda_driver.hpp"
+
+namespace attnfuse::runtime {
+
+// The most states one launch merges (a lane of the row's warp each). More, up to its square, merge
+// in two levels: groups of this many into fp32 states in a per-stream workspace, then those.
+inline constexpr int kMergeStatesPerLaunch = 32;
+inline constexpr int kMergeStatesMax = kMergeStatesPerLaunch * kMergeStatesPerLaunch;
+
+// out = merge(states) on `stream`; every pointer is device memory. Validates first (Error before
+// any launch: the CPU's errors, and Unsupported past kMergeStatesMax states); asynchronous.
+// Compiles the module on first use (NVRTC, through the disk cache).
+void merge_states_cuda(std::span<const AttentionState> states, const AttentionState& out, CUstream stream);
+
+}  // namespace attnfuse::runtime

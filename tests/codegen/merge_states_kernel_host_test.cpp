@@ -1,0 +1,73 @@
+// The merge_states kernel of merge_states.cuh run as a whole grid on the host
+// (codegen/kernel_host.hpp), against the CPU's merge_states on the same states
+// (common/merge_cases.hpp): mixed dtypes, padded O rows and strided LSEs, both load paths (four
+// elements per lane, one), rows empty in some states (their O rows NaN, so reading one fails),
+// rows empty in all, NaN LSEs, 32 states, and in-place merges. CI has no GPU;
+// tests/gpu/cuda_merge_states_test.cpp runs it on one, through the runtime.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "codegen/cuda/emit.hpp"
+#include "common/merge_cases.hpp"
+// Last: it defines the CUDA keywords as macros.
+#include "codegen/kernel_host.hpp"
+
+namespace attnfuse {
+namespace {
+
+using test::MergeCase;
+
+attnfuse_kernels::MergeState device_state(const AttentionState& s) {
+  attnfuse_kernels::MergeState m{};
+  m.o = s.o.data;
+  m.lse = s.lse.data;
+  for (int k = 0; k < 3; ++k) m.o_stride[k] = s.o.strides[k], m.lse_stride[k] = s.lse.strides[k];
+  m.dtype = s.o.dtype == DType::BF16 ? attnfuse_kernels::kMergeBF16
+            : s.o.dtype == DType::F16 ? attnfuse_kernels::kMergeF16
+                                      : attnfuse_kernels::kMergeF32;
+  return m;
+}
+
+// vec: the four-element path (the runtime takes it where every row allows; the case must).
+void check_case(const MergeCase& c, bool vec, std::mt19937& rng) {
+  SCOPED_TRACE(test::merge_case_name(c));
+  test::MergeProblem p = test::make_merge_problem(c, rng);
+  const std::vector<AttentionState> states = p.state_views();
+  attnfuse_kernels::MergeStatesParams params{};
+  for (size_t k = 0; k < states.size(); ++k) params.states[k] = device_state(states[k]);
+  params.out = device_state(p.target().view(c));
+  params.num_states = static_cast<int>(states.size());
+  params.dim = static_cast<int>(c.D);
+  params.heads = static_cast<int>(c.H);
+  params.len = static_cast<int>(c.N);
+  params.rows = c.B * c.H * c.N;
+  params.vec = vec;
+  constexpr int kWarps = codegen::cuda::kMergeStatesThreads / 32;
+  attnfuse_host_cuda::launch_on_host(static_cast<unsigned>((params.rows + kWarps - 1) / kWarps),
+                                     codegen::cuda::kMergeStatesThreads,
+                                     [&] { attnfuse_kernels::MergeStatesKernel<kWarps>::run(params); });
+  EXPECT_TRUE(test::merge_matches(p));
+}
+
+TEST(MergeStatesKernelOnHost, MergesLikeTheCpu) {
+  std::mt19937 rng(53);
+  using enum DType;
+  // fp32 split partials into bf16, LSE in [B, N, H].
+  check_case({2, 4, 5, 128, {F32, F32, F32}, BF16, 0, true}, true, rng);
+  // Every dtype mixed, padded rows (pitch D + 4 keeps the chunks aligned), into fp32.
+  check_case({1, 3, 7, 64, {BF16, F16, F32, BF16}, F32, 4}, true, rng);
+  // An odd head dim and pitch: one element per lane, fp16 out.
+  check_case({1, 2, 9, 37, {F16, BF16}, F16, 3, true}, false, rng);
+  // A head dim over 128: lanes take two chunks; one state alone.
+  check_case({1, 2, 3, 256, {BF16}, BF16}, true, rng);
+  // The most states one launch takes.
+  check_case({1, 2, 4, 64, std::vector<DType>(32, F32), BF16}, true, rng);
+  // In place: out is a state's very view, both load paths.
+  check_case({1, 3, 6, 64, {F32, F32, BF16}, F32, 0, false, 1}, true, rng);
+  check_case({1, 3, 6, 40, {BF16, BF16}, BF16, 2, true, 0}, false, rng);
+}
+
+}  // namespace
+}  // namespace attnfuse
