@@ -22,6 +22,11 @@ class Tensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("strides", ctypes.c_int64 * 4)]
 
 
+class State(ctypes.Structure):
+    """attnfuse_state: one partial result for attnfuse_merge_states."""
+    _fields_ = [("o", Tensor), ("dtype", ctypes.c_int), ("lse", ctypes.c_void_p), ("lse_strides", ctypes.c_int64 * 3)]
+
+
 class Offsets(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("is_int64", ctypes.c_int), ("batch", ctypes.c_int64),
                 ("length", ctypes.c_int64), ("batch_stride", ctypes.c_int64)]

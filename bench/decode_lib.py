@@ -5,6 +5,7 @@ Separate so that what runs without torch or a GPU (ctest's bench_abi_mirrors) re
 the GPU code needs only Lib from it.
 """
 import ctypes
+import math
 import os
 import random
 import subprocess
@@ -16,7 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from attnfuse_abi import (BLOCK_FULL, BLOCK_INACTIVE, BLOCK_PARTIAL, DEVICE_CPU, FP32,  # noqa: E402
                           MISSING_TENSOR, OK, PAGED_HND, PAGED_NHD, Args, BlockClassifyFn, BlockFillFn, Offsets,
-                          PagedKV, Tensor, raw_tensor)
+                          PagedKV, State, Tensor, raw_tensor)
 
 
 def default_lib():
@@ -47,6 +48,7 @@ class Lib:
         lib.attnfuse_block_mask_from_partial_cells.argtypes = [vp, vp, i64, i64, i64, i64, i64, ctypes.c_int,
                                                                ctypes.c_int, ctypes.POINTER(vp)]
         lib.attnfuse_block_mask_free.argtypes = [vp]
+        lib.attnfuse_merge_states.argtypes = [ctypes.c_int, ctypes.POINTER(State), i64, ctypes.POINTER(State), vp]
 
     def error(self):
         return self.lib.attnfuse_last_error().decode()
@@ -116,6 +118,13 @@ class Lib:
             raise RuntimeError(f"{name}: status {st}: {self.error()}")
         return BlockMaskHandle(self, handle)
 
+    def merge_states(self, device, states, out, stream=None):
+        """attnfuse_merge_states: states a list of State, out a State (device pointers on DEVICE_CUDA)."""
+        arr = (State * len(states))(*states)
+        st = self.lib.attnfuse_merge_states(device, arr, len(states), ctypes.byref(out), ctypes.c_void_p(stream))
+        if st != OK:
+            raise RuntimeError(f"attnfuse_merge_states: status {st}: {self.error()}")
+
     def launch(self, handle, args, stream=None):
         return self.lib.attnfuse_launch(handle, ctypes.byref(args), ctypes.c_void_p(stream))
 
@@ -148,6 +157,8 @@ int main(void) {
   S(attnfuse_paged_kv) O(attnfuse_paged_kv, k_pages) O(attnfuse_paged_kv, v_pages) O(attnfuse_paged_kv, layout)
   O(attnfuse_paged_kv, page_indices) O(attnfuse_paged_kv, num_page_indices) O(attnfuse_paged_kv, page_indptr)
   O(attnfuse_paged_kv, last_page_len)
+  S(attnfuse_state) O(attnfuse_state, o) O(attnfuse_state, dtype) O(attnfuse_state, lse)
+  O(attnfuse_state, lse_strides)
   S(attnfuse_args) O(attnfuse_args, q) O(attnfuse_args, k) O(attnfuse_args, v) O(attnfuse_args, out)
   O(attnfuse_args, lse) O(attnfuse_args, lse_strides) O(attnfuse_args, bias) O(attnfuse_args, has_q_offset)
   O(attnfuse_args, q_offset) O(attnfuse_args, cu_seqlens_q) O(attnfuse_args, cu_seqlens_k)
@@ -191,7 +202,7 @@ def check_layouts():
         key, val = line.rsplit(" ", 1)
         c[key] = int(val)
     ours = {"attnfuse_tensor": Tensor, "attnfuse_offsets": Offsets, "attnfuse_paged_kv": PagedKV,
-            "attnfuse_args": Args}
+            "attnfuse_args": Args, "attnfuse_state": State}
     py = {}
     for cname, cls in ours.items():
         py[f"{cname} sizeof"] = ctypes.sizeof(cls)
@@ -351,6 +362,29 @@ def check_cpu_abi(lib):
           f"{diffs[3]:.1e} (kinds and packed cells)")
     ok &= max(diffs) < 1e-5
     lib.lib.attnfuse_kernel_free(window)
+
+    # merge_states on the CPU through the ABI: two fp32 states of 3 rows x 4 dims (row 2 empty in
+    # the second) against the log-sum-exp merge computed here
+    lses = [[0.5, -1.0, 2.0], [1.5, 0.25, float("-inf")]]
+    os_ = [[0.1 * (k + 1) * (j + 1) for j in range(12)] for k in range(2)]
+    bufs = [floats(o) for o in os_] + [floats([7.0] * 12)]
+    lbufs = [floats(l) for l in lses] + [floats([7.0] * 3)]
+    st = []
+    for o, lb in zip(bufs, lbufs):
+        s_ = State()
+        s_.o, s_.dtype, s_.lse = host_view(o, [1, 1, 3, 4]), FP32, ctypes.cast(lb, ctypes.c_void_p)
+        s_.lse_strides[:] = [3, 3, 1]
+        st.append(s_)
+    lib.merge_states(DEVICE_CPU, st[:2], st[2])
+    err = 0.0
+    for r in range(3):
+        m = max(lses[0][r], lses[1][r])
+        w = [math.exp(lses[k][r] - m) for k in range(2)]
+        err = max(err, abs(lbufs[2][r] - (m + math.log(sum(w)))))
+        for d in range(4):
+            err = max(err, abs(bufs[2][r * 4 + d] - sum(w[k] / sum(w) * os_[k][r * 4 + d] for k in range(2))))
+    print(f"selfcheck: CPU merge_states through the ABI vs the log-sum-exp merge here: max |diff| {err:.1e}")
+    ok &= err < 1e-5
 
     # documents: offsets [0, 25, 40] through attnfuse_offsets
     docs = lib.compile("softmax(document(causal(scaled_dot_product(Q, K)))) @ V", DEVICE_CPU, FP32, 0)
