@@ -219,8 +219,9 @@ typedef struct {
  * merge_state / merge_states, the step that joins attention over disjoint key sets, e.g. a shared
  * prefix and each request's own suffix): row by row, in fp32,
  *   LSE = log Σ_k e^{LSE_k},   O = Σ_k e^{LSE_k - LSE} O_k.
- * A state whose row has LSE = -inf holds no key and contributes nothing (its O row is not read); a
- * row with no key in any state gets O = 0 and LSE = -inf; a NaN LSE makes the row NaN. Each state
+ * A state whose row has LSE = -inf holds no key and contributes nothing (its O row does not count,
+ * NaN there included); a row with no key in any state gets O = 0 and LSE = -inf; a NaN LSE makes the
+ * row NaN. Each state
  * and out may have its own dtype and strides; out may be one of the states (the very same view:
  * an in-place merge) but must not otherwise overlap them.
  * ATTNFUSE_DEVICE_CPU: host memory, merged before the call returns. ATTNFUSE_DEVICE_CUDA: device

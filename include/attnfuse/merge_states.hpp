@@ -20,10 +20,10 @@ struct AttentionState {
 // out = the merge of `states` (at least one), row by row:
 //   LSE = log Σ_k e^{LSE_k},   O = Σ_k e^{LSE_k - LSE} O_k
 // computed in fp32 with the row maximum subtracted, so large LSEs neither overflow nor lose the
-// small terms. A state whose row has LSE = -inf holds no key: it contributes nothing and its O row
-// is not read, so merging with it is the identity; a row where every state is -inf gets O = 0 and
-// LSE = -inf, never NaN. NaN propagates (a NaN LSE makes the row's O and LSE NaN) as it would in
-// one attention over all the keys.
+// small terms. A state whose row has LSE = -inf holds no key: it contributes nothing (its O row does
+// not count, NaN there included), so merging with it is the identity; a row where every state is
+// -inf gets O = 0 and LSE = -inf, never NaN. NaN propagates (a NaN LSE makes the row's O and LSE
+// NaN) as it would in one attention over all the keys.
 //
 // Every O must have out.o's shape and every LSE [B, H, N] = out.o's first three dims; dtypes may
 // differ (fp32 partials merged into a bf16 output is the usual split-KV case). out may be one of
