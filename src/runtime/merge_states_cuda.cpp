@@ -99,10 +99,9 @@ void launch_merge(std::span<const AttentionState> states, const AttentionState& 
   p.dim = static_cast<int>(D);
   p.heads = static_cast<int>(H);
   p.len = static_cast<int>(N);
-  p.rows = B * H * N;
+  p.rows = static_cast<int>(B * H * N);
   p.vec = vec ? 1 : 0;
-  constexpr int kRowsPerBlock = codegen::cuda::kMergeStatesThreads / 32;
-  const unsigned grid[3] = {static_cast<unsigned>((p.rows + kRowsPerBlock - 1) / kRowsPerBlock), 1, 1};
+  const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
   void* params[] = {&p};
   launch_kernel(merge_function(), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,
                 "cuLaunchKernel (merge_states)");
@@ -119,7 +118,7 @@ void merge_states_cuda(std::span<const AttentionState> states, const AttentionSt
                 fmt::format("merge_states: {} states; CUDA merges at most {} in one call (merge groups of them "
                             "first)",
                             n, kMergeStatesMax));
-  if (N > INT32_MAX || H > INT32_MAX || D > INT32_MAX || (B * H * N + 3) / 4 > INT32_MAX)
+  if (D > INT32_MAX || B * H * N > INT32_MAX)
     throw Error(ErrorCode::Unsupported,
                 fmt::format("merge_states: O [{}, {}, {}, {}] is too large for one CUDA launch", B, H, N, D));
   if (B * H * N == 0) return;  // no row to merge

@@ -44,10 +44,10 @@ void check_case(const MergeCase& c, bool vec, std::mt19937& rng) {
   params.len = static_cast<int>(c.N);
   params.rows = c.B * c.H * c.N;
   params.vec = vec;
-  constexpr int kWarps = codegen::cuda::kMergeStatesThreads / 32;
-  attnfuse_host_cuda::launch_on_host(static_cast<unsigned>((params.rows + kWarps - 1) / kWarps),
-                                     codegen::cuda::kMergeStatesThreads,
-                                     [&] { attnfuse_kernels::MergeStatesKernel<kWarps>::run(params); });
+  const unsigned blocks = attnfuse_kernels::merge_states_shape(params, codegen::cuda::kMergeStatesThreads);
+  attnfuse_host_cuda::launch_on_host(blocks, codegen::cuda::kMergeStatesThreads, [&] {
+    attnfuse_kernels::MergeStatesKernel<codegen::cuda::kMergeStatesThreads>::run(params);
+  });
   EXPECT_TRUE(test::merge_matches(p));
 }
 
@@ -67,6 +67,12 @@ TEST(MergeStatesKernelOnHost, MergesLikeTheCpu) {
   // In place: out is a state's very view, both load paths.
   check_case({1, 3, 6, 64, {F32, F32, BF16}, F32, 0, false, 1}, true, rng);
   check_case({1, 3, 6, 40, {BF16, BF16}, BF16, 2, true, 0}, false, rng);
+  // More states than one batch of loads, rows that do not fill the last block.
+  check_case({1, 7, 9, 64, {F32, BF16, F16, F32, BF16, F16, F32}, BF16}, true, rng);
+  // Rows of more chunks than a block has threads (300 elements one at a time), in place.
+  check_case({1, 2, 3, 300, {F32, F32}, F32, 1, false, 0}, false, rng);
+  // The head dim 0: LSEs only.
+  check_case({1, 2, 5, 0, {F32, BF16}, F32}, false, rng);
 }
 
 }  // namespace

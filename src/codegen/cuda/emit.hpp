@@ -18,9 +18,9 @@ inline constexpr int kRotateThreads = 256;
 inline constexpr const char* kCombineEntryName = "attnfuse_combine";
 inline constexpr int kCombineThreads = 128;
 
-// merge_states on CUDA: a module of its own (emit_merge_states), one warp per row.
+// merge_states on CUDA: a module of its own (emit_merge_states), blocks of whole rows.
 inline constexpr const char* kMergeStatesEntryName = "attnfuse_merge_states";
-inline constexpr int kMergeStatesThreads = 128;
+inline constexpr int kMergeStatesThreads = 256;
 
 // One embedded header: the include name NVRTC sees and its text.
 struct EmbeddedHeader {

@@ -1,16 +1,18 @@
 // merge_states on the GPU: the log-sum-exp merge of partial attention results (O, LSE) computed
 // over disjoint key sets, row by row, with the CPU's rules (include/attnfuse/merge_states.hpp):
-//   m = max_k LSE_k,  w_k = e^{LSE_k - m},  s = Σ_k w_k,  O = Σ_k (w_k / s) O_k,  LSE = m + log s.
+//   O = Σ_k e^{LSE_k - m} O_k / s,  s = Σ_k e^{LSE_k - m},  LSE = m + log s,  m = max_k LSE_k.
 // A state whose row has LSE = -inf holds no key: its O row does not count (NaN there included). A
 // row empty in every state gets O = 0 and LSE = -inf; a NaN LSE makes the row's O and LSE NaN.
 // Every state may have its own dtype and strides (fp32 split partials merged into a bf16 output is
-// the usual case), and the output may be one of the states (each lane reads its dims of every state
-// before it writes them).
+// the usual case), and the output may be one of the states.
 //
-// One warp per row. Lane k reads state k's LSE, so a launch merges at most kMergeMaxStates states
-// (runtime/merge_states_cuda.cpp merges more in two levels). The O rows are read in chunks of four
-// elements per lane (one 16- or 8-byte load) when every row allows it (MergeStatesParams::vec),
-// else one element per lane.
+// Elementwise: each thread merges one chunk of one row (four elements, one 16- or 8-byte load per
+// state, where every row allows it: MergeStatesParams::vec; else one element) and reads the row's
+// LSEs itself (the row's threads read the same words: one transaction per warp). The states go in
+// batches of kBatch whose loads are all issued before any is used, merged into a running maximum,
+// sum and accumulator, so a row waits for one memory latency per batch (one for a cascade's two
+// parts). A block holds whole rows, and writes their LSEs after a barrier: when out is one of the
+// states, every thread of the row has read that LSE by then.
 #pragma once
 
 #include "params.cuh"
@@ -18,18 +20,11 @@
 
 namespace attnfuse_kernels {
 
-template <int kWarps = 4>
+template <int kThreads = 256>
 struct MergeStatesKernel {
-  static constexpr int kPrefetch = 4;   // states whose first O chunk loads with the LSEs
+  static constexpr int kBatch = 4;      // states whose loads go out together
   static constexpr int kMinBlocks = 1;  // resident blocks asked of ptxas (__launch_bounds__)
 
-  static __device__ __forceinline__ void add4(float (&acc)[4], float w, const float (&v)[4]) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[j] += w * v[j];
-  }
-  static __device__ __forceinline__ af_i64 row_offset(const MergeState& s, af_i64 b, af_i64 h, af_i64 i) {
-    return b * s.o_stride[0] + h * s.o_stride[1] + i * s.o_stride[2];
-  }
   static __device__ __forceinline__ float load1(const MergeState& s, af_i64 off) {
     if (s.dtype == kMergeF32) return static_cast<const float*>(s.o)[off];
     const u16 h = static_cast<const u16*>(s.o)[off];
@@ -62,86 +57,81 @@ struct MergeStatesKernel {
     *reinterpret_cast<uint2*>(static_cast<u16*>(s.o) + off) =
         make_uint2(pack2(s.dtype, v[0], v[1]), pack2(s.dtype, v[2], v[3]));
   }
+  static __device__ __forceinline__ af_i64 o_offset(const MergeState& s, unsigned b, unsigned h, unsigned i) {
+    return b * s.o_stride[0] + h * s.o_stride[1] + i * s.o_stride[2];
+  }
+  static __device__ __forceinline__ af_i64 lse_offset(const MergeState& s, unsigned b, unsigned h, unsigned i) {
+    return b * s.lse_stride[0] + h * s.lse_stride[1] + i * s.lse_stride[2];
+  }
 
   static __device__ void run(const MergeStatesParams& p) {
-    __shared__ float weight[kWarps][kMergeMaxStates];
     grid_dependency_wait();  // launched in stream order today; a dependent launch would be safe
     allow_dependent_launch();
-    const float ninf = __int_as_float(0xff800000u);
-    const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
-    const af_i64 row = (af_i64)blockIdx.x * kWarps + wid;
-    if (row >= p.rows) return;
-    const af_i64 i = row % p.len, bh = row / p.len, h = bh % p.heads, b = bh / p.heads;
-    const int n = p.num_states;
-
-    // Lane k holds state k's LSE; the row's maximum and sum are warp reductions. The first chunk of
-    // the first kPrefetch states' O rows is loaded with it, so a row waits for one memory latency,
-    // not two (an empty state's chunk is loaded too, and ignored: its values never reach O).
-    float l = ninf;
-    if (lane < n) {
-      const MergeState& s = p.states[lane];
-      l = s.lse[b * s.lse_stride[0] + h * s.lse_stride[1] + i * s.lse_stride[2]];
-    }
-    float pre[kPrefetch][4];
-    const bool prefetch = p.vec && 4 * lane < p.dim;
+    const float ninf = __int_as_float(0xff800000u), qnan = __int_as_float(0x7fc00000);
+    const int t = threadIdx.x, r = t / p.chunks, c = t % p.chunks;
+    const int row = blockIdx.x * p.rows_per_block + r;
+    const bool active = r < p.rows_per_block && row < p.rows;
+    const unsigned i = active ? (unsigned)row % (unsigned)p.len : 0u, bh = active ? (unsigned)row / (unsigned)p.len : 0u;
+    const unsigned h = bh % (unsigned)p.heads, b = bh / (unsigned)p.heads;
+    const int n = p.num_states, width = p.vec ? 4 : 1;
+    float m = ninf, sum = 0.f;
+    bool nan = false;
+    // The thread's chunks of the row: one unless the row has more chunks than a block has threads;
+    // at least one pass, for the LSE, when the head dim is 0.
+    for (int d = c * width; active; d += p.chunks * width) {
+      const bool has_o = d < p.dim;
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      m = ninf, sum = 0.f, nan = false;
+      for (int k0 = 0; k0 < n; k0 += kBatch) {
+        float l[kBatch], v[kBatch][4];
 #pragma unroll
-    for (int k = 0; k < kPrefetch; ++k)
-      if (prefetch && k < n) load4(p.states[k], row_offset(p.states[k], b, h, i) + 4 * lane, pre[k]);
-    const bool nan = __ballot_sync(0xffffffffu, l != l) != 0;
-    float m = l != l ? ninf : l;
-#pragma unroll
-    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    // e^{LSE_k - m} <= 1 with one term exactly 1: the sum is in [1, n]. (m = +inf gives NaN
-    // weights, as one big softmax would.)
-    float w = lane < n ? expf(l - m) : 0.f;
-    float sum = w;
-#pragma unroll
-    for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    // Empty states (-inf) are skipped rather than weighted by 0, so their O rows never count.
-    const unsigned live = __ballot_sync(0xffffffffu, lane < n && l != ninf);
-    weight[wid][lane] = w / sum;
-    __syncwarp();
-
-    const MergeState& out = p.out;
-    const af_i64 base_out = row_offset(out, b, h, i);
-    const bool empty = !nan && m == ninf;  // no state kept a key of this row
-    if (p.vec) {
-      // The first chunk, from the prefetched registers; then any further chunks (D > 128).
-      for (int d = 4 * lane; d < p.dim; d += 128) {
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        if (nan || empty) {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[j] = nan ? __int_as_float(0x7fc00000) : 0.f;
-        } else {
-          const int first_loaded = d == 4 * lane ? kPrefetch : 0;
-          if (first_loaded)
-#pragma unroll
-            for (int k = 0; k < kPrefetch; ++k)
-              if (k < n && ((live >> k) & 1u)) add4(acc, weight[wid][k], pre[k]);
-          for (int k = first_loaded; k < n; ++k) {
-            if (!((live >> k) & 1u)) continue;
-            float v[4];
-            load4(p.states[k], row_offset(p.states[k], b, h, i) + d, v);
-            add4(acc, weight[wid][k], v);
+        for (int j = 0; j < kBatch; ++j) {
+          l[j] = ninf;
+          v[j][0] = v[j][1] = v[j][2] = v[j][3] = 0.f;
+          if (k0 + j < n) {
+            const MergeState& s = p.states[k0 + j];
+            l[j] = s.lse[lse_offset(s, b, h, i)];
+            if (has_o && p.vec) load4(s, o_offset(s, b, h, i) + d, v[j]);
+            else if (has_o) v[j][0] = load1(s, o_offset(s, b, h, i) + d);
           }
         }
-        store4(out, base_out + d, acc);
+        // The batch joins the running maximum, rescaling what was summed so far; e^{LSE_k - m}
+        // <= 1 keeps the sum in [1, n]. (m = +inf gives NaN weights, as one big softmax would.)
+        float mb = m;
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          nan = nan || l[j] != l[j];
+          if (l[j] == l[j]) mb = fmaxf(mb, l[j]);
+        }
+        if (mb != m) {
+          const float scale = m == ninf ? 0.f : expf(m - mb);
+          sum *= scale;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e] *= scale;
+          m = mb;
+        }
+        // Empty states (-inf) are skipped rather than weighted by 0, so their O rows never count.
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (!(l[j] > ninf)) continue;  // -inf, NaN or past the last state
+          const float w = expf(l[j] - m);
+          sum += w;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e] += w * v[j][e];
+        }
       }
-    } else {
-      for (int d = lane; d < p.dim; d += 32) {
-        float acc = nan ? __int_as_float(0x7fc00000) : 0.f;
-        if (!nan && !empty)
-          for (int k = 0; k < n; ++k) {
-            if (!((live >> k) & 1u)) continue;
-            const MergeState& s = p.states[k];
-            acc += weight[wid][k] * load1(s, row_offset(s, b, h, i) + d);
-          }
-        store1(out, base_out + d, acc);
-      }
+      if (!has_o) break;
+      const bool empty = !nan && m == ninf;  // no state kept a key of this row
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[e] = nan ? qnan : empty ? 0.f : acc[e] / sum;
+      if (p.vec) store4(p.out, o_offset(p.out, b, h, i) + d, acc);
+      else store1(p.out, o_offset(p.out, b, h, i) + d, acc[0]);
+      if (d + p.chunks * width >= p.dim) break;
     }
-    if (lane == 0)
-      out.lse[b * out.lse_stride[0] + h * out.lse_stride[1] + i * out.lse_stride[2]] =
-          nan ? __int_as_float(0x7fc00000) : empty ? ninf : m + logf(sum);
+    // Every thread of the block's rows has read their LSEs (out may be one of the states).
+    __syncthreads();
+    if (active && c == 0)
+      p.out.lse[lse_offset(p.out, b, h, i)] = nan ? qnan : m == ninf ? ninf : m + logf(sum);
   }
 };
 

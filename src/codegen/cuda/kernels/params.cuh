@@ -184,7 +184,8 @@ struct RotateParams {
   int vec;
 };
 
-// merge_states (merge_states.cuh): a lane of the row's warp per state, so at most 32 a launch.
+// merge_states (merge_states.cuh): the states' descriptors travel as kernel parameters, so a
+// launch takes at most 32 (2.3 KB of the 4 KB parameter space).
 constexpr int kMergeMaxStates = 32;
 enum MergeDType { kMergeF32 = 0, kMergeBF16 = 1, kMergeF16 = 2 };
 
@@ -201,9 +202,23 @@ struct MergeStatesParams {
   MergeState out;
   int num_states;
   int dim;
-  int heads, len;  // rows = batch * heads * len
-  af_i64 rows;
-  int vec;         // every O row (inputs and output) is 4-element aligned and dim % 4 == 0
+  int heads, len;      // rows = batch * heads * len < 2^31
+  int rows;
+  int vec;             // every O row (inputs and output) is 4-element aligned and dim % 4 == 0
+  int chunks;          // threads per row: dim / 4 (vec) or dim, at most the block's threads
+  int rows_per_block;  // whole rows per block: block threads / chunks
 };
+
+#ifndef __CUDACC_RTC__
+// The merge kernel's launch shape, set in p from its dim, rows and vec (host side): a thread per
+// chunk of a row (several chunks each where a row has more than the block has threads), whole
+// rows per block. Returns the number of blocks.
+inline unsigned merge_states_shape(MergeStatesParams& p, int threads) {
+  const int chunks = p.vec ? p.dim / 4 : p.dim;
+  p.chunks = chunks < 1 ? 1 : chunks > threads ? threads : chunks;
+  p.rows_per_block = threads / p.chunks;
+  return static_cast<unsigned>((static_cast<af_i64>(p.rows) + p.rows_per_block - 1) / p.rows_per_block);
+}
+#endif
 
 }  // namespace attnfuse_kernels
