@@ -6,7 +6,9 @@
 # with the peers. CAP bounds the whole (default 240 s).
 #   call 3 (d51f23d, one warp per row): base = the first kernel (no prefetch, 7bfb319), pN = the
 #     first O chunk of N states loaded with the LSEs, bM = __launch_bounds__(128, M);
-#   call 4 (e215e7b, a thread per chunk): bN = N states' loads in a batch, mM = __launch_bounds__(256, M).
+#   call 4 (e215e7b, a thread per chunk): bN = N states' loads in a batch, mM = __launch_bounds__(256, M);
+#   call 5 (VARIANTS='committed chunk4 b4 committed'): chunks of 8 elements against 4, and 4 states'
+#     loads in a batch against 2; memcheck on the merge tests.
 set -uo pipefail
 source "$(dirname "$0")/../device_env.sh"
 digest_init
@@ -15,7 +17,13 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader >> 
 VARIANTS=${VARIANTS:-b4 b2 b8 b2m8}
 for round in 1 2; do
   for v in $VARIANTS; do
-    ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/merge_variants/$v timeout "$(left 40)" python3 bench/gpu_merge_states.py \
+    # committed: the carried kernels; chunk4: those with ATTNFUSE_CUDA_MERGE_CHUNK=4; else a variant dir.
+    case $v in
+      committed) knobs=() ;;
+      chunk4) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=4) ;;
+      *) knobs=(ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/merge_variants/$v) ;;
+    esac
+    env "${knobs[@]}" timeout "$(left 40)" python3 bench/gpu_merge_states.py \
       --lib .devcarry/lib/libattnfuse_c.so --ours-only > "$W/ab_${v}_r$round.log" 2>&1
     say "r$round $v rc=$? $(grep -E '^(cascade|16|64)' "$W/ab_${v}_r$round.log" | sed -E 's/ +([0-9.]+ MB): attnfuse ([0-9.]+ us).*/: \2/' | tr '\n' ';')"
   done
@@ -23,6 +31,11 @@ done
 tar czf "$OUT/logs.tgz" -C "$W" .
 say "== the committed kernel: CudaMergeStates.*"
 gpu_tests merge 'CudaMergeStates.*' "$(left 60)"
+if [ -n "${MEMCHECK:-}" ]; then
+  timeout "$(left 60)" compute-sanitizer --tool memcheck --error-exitcode 9 .devcarry/test_gpu \
+    --gtest_filter='CudaMergeStates.*' > "$W/merge_memcheck.log" 2>&1
+  say "memcheck rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$W/merge_memcheck.log" | tr '\n' ' ')"
+fi
 say "== with the peers"
 timeout "$(left 90)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so \
   --json "$OUT/merge_states.json" > "$W/merge_bench.log" 2>&1

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -77,30 +78,47 @@ attnfuse_kernels::MergeState device_state(const AttentionState& s) {
   return m;
 }
 
-// Chunks of four elements are one aligned load or store when the row start and every outer stride
-// keep them so (16 bytes for fp32, 8 for bf16 / fp16).
-bool four_aligned(const AttentionState& s) {
-  const int64_t bytes = 4 * (s.o.dtype == DType::F32 ? 4 : 2);
-  return reinterpret_cast<uintptr_t>(s.o.data) % static_cast<uintptr_t>(bytes) == 0 && s.o.strides[0] % 4 == 0 &&
-         s.o.strides[1] % 4 == 0 && s.o.strides[2] % 4 == 0;
+// Chunks of `elems` (4 or 8) elements are aligned loads and stores when the row start and every
+// outer stride keep them so: 8 or 16 bytes for 16-bit elements, 16 bytes for fp32 (one or two
+// 16-byte accesses).
+bool chunks_aligned(const AttentionState& s, int elems) {
+  const int64_t bytes = s.o.dtype == DType::F32 ? 16 : 2 * elems;
+  return reinterpret_cast<uintptr_t>(s.o.data) % static_cast<uintptr_t>(bytes) == 0 && s.o.strides[0] % elems == 0 &&
+         s.o.strides[1] % elems == 0 && s.o.strides[2] % elems == 0;
+}
+
+// The widest chunk the kernel may take: 8 elements, unless ATTNFUSE_CUDA_MERGE_CHUNK=4 or 1 (for
+// A/B runs) asks for narrower.
+int max_chunk() {
+  static const int value = [] {
+    const char* text = std::getenv("ATTNFUSE_CUDA_MERGE_CHUNK");
+    const int v = text ? std::atoi(text) : 8;
+    return v == 1 || v == 4 ? v : 8;
+  }();
+  return value;
 }
 
 // One launch: out = merge(states), at most kMergeStatesPerLaunch of them.
 void launch_merge(std::span<const AttentionState> states, const AttentionState& out, CUstream stream) {
   const int64_t B = out.o.shape[0], H = out.o.shape[1], N = out.o.shape[2], D = out.o.shape[3];
   attnfuse_kernels::MergeStatesParams p{};
-  bool vec = D % 4 == 0 && four_aligned(out);
-  for (size_t k = 0; k < states.size(); ++k) {
-    p.states[k] = device_state(states[k]);
-    vec = vec && four_aligned(states[k]);
+  int chunk = 1;
+  for (int elems : {8, 4}) {
+    bool ok = elems <= max_chunk() && D % elems == 0 && chunks_aligned(out, elems);
+    for (const AttentionState& s : states) ok = ok && chunks_aligned(s, elems);
+    if (ok) {
+      chunk = elems;
+      break;
+    }
   }
+  for (size_t k = 0; k < states.size(); ++k) p.states[k] = device_state(states[k]);
   p.out = device_state(out);
   p.num_states = static_cast<int>(states.size());
   p.dim = static_cast<int>(D);
   p.heads = static_cast<int>(H);
   p.len = static_cast<int>(N);
   p.rows = static_cast<int>(B * H * N);
-  p.vec = vec ? 1 : 0;
+  p.vec = chunk == 8 ? 2 : chunk == 4 ? 1 : 0;
   const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
   void* params[] = {&p};
   launch_kernel(merge_function(), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,

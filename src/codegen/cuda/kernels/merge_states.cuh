@@ -6,8 +6,8 @@
 // Every state may have its own dtype and strides (fp32 split partials merged into a bf16 output is
 // the usual case), and the output may be one of the states.
 //
-// Elementwise: each thread merges one chunk of one row (four elements, one 16- or 8-byte load per
-// state, where every row allows it: MergeStatesParams::vec; else one element) and reads the row's
+// Elementwise: each thread merges one chunk of one row (eight or four elements, 16- or 8-byte
+// loads, where every row allows it: MergeStatesParams::vec; else one element) and reads the row's
 // LSEs itself (the row's threads read the same words: one transaction per warp). The states go in
 // batches of kBatch whose loads are all issued before any is used, merged into a running maximum,
 // sum and accumulator, so a row waits for one memory latency per batch (one for a cascade's two
@@ -22,40 +22,73 @@ namespace attnfuse_kernels {
 
 template <int kThreads = 256>
 struct MergeStatesKernel {
-  static constexpr int kBatch = 4;      // states whose loads go out together
+  static constexpr int kBatch = 2;      // states whose loads go out together
   static constexpr int kMinBlocks = 1;  // resident blocks asked of ptxas (__launch_bounds__)
 
-  static __device__ __forceinline__ float load1(const MergeState& s, af_i64 off) {
-    if (s.dtype == kMergeF32) return static_cast<const float*>(s.o)[off];
-    const u16 h = static_cast<const u16*>(s.o)[off];
-    return s.dtype == kMergeBF16 ? ElementTraits<bf16_t>::to_float(h) : ElementTraits<f16_t>::to_float(h);
-  }
-  static __device__ __forceinline__ void load4(const MergeState& s, af_i64 off, float (&v)[4]) {
-    if (s.dtype == kMergeF32) {
-      const float4 x = *reinterpret_cast<const float4*>(static_cast<const float*>(s.o) + off);
-      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-      return;
-    }
-    const uint2 x = *reinterpret_cast<const uint2*>(static_cast<const u16*>(s.o) + off);
-    const u16 h[4] = {(u16)(x.x & 0xffffu), (u16)(x.x >> 16), (u16)(x.y & 0xffffu), (u16)(x.y >> 16)};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      v[j] = s.dtype == kMergeBF16 ? ElementTraits<bf16_t>::to_float(h[j]) : ElementTraits<f16_t>::to_float(h[j]);
+  static __device__ __forceinline__ float half_to_float(int dtype, u16 h) {
+    return dtype == kMergeBF16 ? ElementTraits<bf16_t>::to_float(h) : ElementTraits<f16_t>::to_float(h);
   }
   static __device__ __forceinline__ u32 pack2(int dtype, float lo, float hi) {
     return dtype == kMergeBF16 ? ElementTraits<bf16_t>::pack(lo, hi) : ElementTraits<f16_t>::pack(lo, hi);
   }
-  static __device__ __forceinline__ void store1(const MergeState& s, af_i64 off, float v) {
-    if (s.dtype == kMergeF32) static_cast<float*>(s.o)[off] = v;
-    else static_cast<u16*>(s.o)[off] = (u16)(pack2(s.dtype, v, 0.f) & 0xffffu);
-  }
-  static __device__ __forceinline__ void store4(const MergeState& s, af_i64 off, const float (&v)[4]) {
+  // kW elements at `off` of state s as floats: one element, or one aligned 8- / 16-byte load per
+  // 16-bit chunk (one or two 16-byte loads of fp32).
+  template <int kW>
+  static __device__ __forceinline__ void load(const MergeState& s, af_i64 off, float (&v)[kW]) {
     if (s.dtype == kMergeF32) {
-      *reinterpret_cast<float4*>(static_cast<float*>(s.o) + off) = make_float4(v[0], v[1], v[2], v[3]);
+      const float* src = static_cast<const float*>(s.o) + off;
+      if constexpr (kW == 1) {
+        v[0] = *src;
+      } else {
+#pragma unroll
+        for (int q = 0; q < kW / 4; ++q) {
+          const float4 x = reinterpret_cast<const float4*>(src)[q];
+          v[4 * q] = x.x, v[4 * q + 1] = x.y, v[4 * q + 2] = x.z, v[4 * q + 3] = x.w;
+        }
+      }
       return;
     }
-    *reinterpret_cast<uint2*>(static_cast<u16*>(s.o) + off) =
-        make_uint2(pack2(s.dtype, v[0], v[1]), pack2(s.dtype, v[2], v[3]));
+    const u16* src = static_cast<const u16*>(s.o) + off;
+    if constexpr (kW == 1) {
+      v[0] = half_to_float(s.dtype, *src);
+    } else {
+      u32 w[kW / 2];
+      if constexpr (kW == 4) {
+        const uint2 x = *reinterpret_cast<const uint2*>(src);
+        w[0] = x.x, w[1] = x.y;
+      } else {
+        const uint4 x = *reinterpret_cast<const uint4*>(src);
+        w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w;
+      }
+#pragma unroll
+      for (int q = 0; q < kW / 2; ++q) {
+        v[2 * q] = half_to_float(s.dtype, (u16)(w[q] & 0xffffu));
+        v[2 * q + 1] = half_to_float(s.dtype, (u16)(w[q] >> 16));
+      }
+    }
+  }
+  template <int kW>
+  static __device__ __forceinline__ void store(const MergeState& s, af_i64 off, const float (&v)[kW]) {
+    if (s.dtype == kMergeF32) {
+      float* dst = static_cast<float*>(s.o) + off;
+      if constexpr (kW == 1) {
+        *dst = v[0];
+      } else {
+#pragma unroll
+        for (int q = 0; q < kW / 4; ++q)
+          reinterpret_cast<float4*>(dst)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+      }
+      return;
+    }
+    u16* dst = static_cast<u16*>(s.o) + off;
+    if constexpr (kW == 1) {
+      *dst = (u16)(pack2(s.dtype, v[0], 0.f) & 0xffffu);
+    } else if constexpr (kW == 4) {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(pack2(s.dtype, v[0], v[1]), pack2(s.dtype, v[2], v[3]));
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(pack2(s.dtype, v[0], v[1]), pack2(s.dtype, v[2], v[3]),
+                                                  pack2(s.dtype, v[4], v[5]), pack2(s.dtype, v[6], v[7]));
+    }
   }
   static __device__ __forceinline__ af_i64 o_offset(const MergeState& s, unsigned b, unsigned h, unsigned i) {
     return b * s.o_stride[0] + h * s.o_stride[1] + i * s.o_stride[2];
@@ -64,35 +97,30 @@ struct MergeStatesKernel {
     return b * s.lse_stride[0] + h * s.lse_stride[1] + i * s.lse_stride[2];
   }
 
-  static __device__ void run(const MergeStatesParams& p) {
-    grid_dependency_wait();  // launched in stream order today; a dependent launch would be safe
-    allow_dependent_launch();
+  // The row's merged LSE terms, and its chunks of kW elements at d, d + stride, ... (one pass with
+  // no chunk when the head dim is 0). m, sum and nan describe the row when it returns.
+  template <int kW>
+  static __device__ __forceinline__ void merge_row(const MergeStatesParams& p, unsigned b, unsigned h, unsigned i,
+                                                   int d, int stride, float& m, float& sum, bool& nan) {
     const float ninf = __int_as_float(0xff800000u), qnan = __int_as_float(0x7fc00000);
-    const int t = threadIdx.x, r = t / p.chunks, c = t % p.chunks;
-    const int row = blockIdx.x * p.rows_per_block + r;
-    const bool active = r < p.rows_per_block && row < p.rows;
-    const unsigned i = active ? (unsigned)row % (unsigned)p.len : 0u, bh = active ? (unsigned)row / (unsigned)p.len : 0u;
-    const unsigned h = bh % (unsigned)p.heads, b = bh / (unsigned)p.heads;
-    const int n = p.num_states, width = p.vec ? 4 : 1;
-    float m = ninf, sum = 0.f;
-    bool nan = false;
-    // The thread's chunks of the row: one unless the row has more chunks than a block has threads;
-    // at least one pass, for the LSE, when the head dim is 0.
-    for (int d = c * width; active; d += p.chunks * width) {
+    const int n = p.num_states;
+    for (;; d += stride) {
       const bool has_o = d < p.dim;
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      float acc[kW];
+#pragma unroll
+      for (int e = 0; e < kW; ++e) acc[e] = 0.f;
       m = ninf, sum = 0.f, nan = false;
       for (int k0 = 0; k0 < n; k0 += kBatch) {
-        float l[kBatch], v[kBatch][4];
+        float l[kBatch], v[kBatch][kW];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           l[j] = ninf;
-          v[j][0] = v[j][1] = v[j][2] = v[j][3] = 0.f;
+#pragma unroll
+          for (int e = 0; e < kW; ++e) v[j][e] = 0.f;
           if (k0 + j < n) {
             const MergeState& s = p.states[k0 + j];
             l[j] = s.lse[lse_offset(s, b, h, i)];
-            if (has_o && p.vec) load4(s, o_offset(s, b, h, i) + d, v[j]);
-            else if (has_o) v[j][0] = load1(s, o_offset(s, b, h, i) + d);
+            if (has_o) load<kW>(s, o_offset(s, b, h, i) + d, v[j]);
           }
         }
         // The batch joins the running maximum, rescaling what was summed so far; e^{LSE_k - m}
@@ -104,29 +132,48 @@ struct MergeStatesKernel {
           if (l[j] == l[j]) mb = fmaxf(mb, l[j]);
         }
         if (mb != m) {
-          const float scale = m == ninf ? 0.f : expf(m - mb);
+          const float scale = m == ninf ? 0.f : __expf(m - mb);
           sum *= scale;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[e] *= scale;
+          for (int e = 0; e < kW; ++e) acc[e] *= scale;
           m = mb;
         }
         // Empty states (-inf) are skipped rather than weighted by 0, so their O rows never count.
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           if (!(l[j] > ninf)) continue;  // -inf, NaN or past the last state
-          const float w = expf(l[j] - m);
+          const float w = __expf(l[j] - m);
           sum += w;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[e] += w * v[j][e];
+          for (int e = 0; e < kW; ++e) acc[e] += w * v[j][e];
         }
       }
-      if (!has_o) break;
+      if (!has_o) return;
       const bool empty = !nan && m == ninf;  // no state kept a key of this row
+      const float inv = 1.f / sum;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[e] = nan ? qnan : empty ? 0.f : acc[e] / sum;
-      if (p.vec) store4(p.out, o_offset(p.out, b, h, i) + d, acc);
-      else store1(p.out, o_offset(p.out, b, h, i) + d, acc[0]);
-      if (d + p.chunks * width >= p.dim) break;
+      for (int e = 0; e < kW; ++e) acc[e] = nan ? qnan : empty ? 0.f : acc[e] * inv;
+      store<kW>(p.out, o_offset(p.out, b, h, i) + d, acc);
+      if (d + stride >= p.dim) return;
+    }
+  }
+
+  static __device__ void run(const MergeStatesParams& p) {
+    grid_dependency_wait();  // launched in stream order today; a dependent launch would be safe
+    allow_dependent_launch();
+    const float ninf = __int_as_float(0xff800000u), qnan = __int_as_float(0x7fc00000);
+    const int t = threadIdx.x, r = t / p.chunks, c = t % p.chunks;
+    const int row = blockIdx.x * p.rows_per_block + r;
+    const bool active = r < p.rows_per_block && row < p.rows;
+    const unsigned i = active ? (unsigned)row % (unsigned)p.len : 0u, bh = active ? (unsigned)row / (unsigned)p.len : 0u;
+    const unsigned h = bh % (unsigned)p.heads, b = bh / (unsigned)p.heads;
+    float m = ninf, sum = 0.f;
+    bool nan = false;
+    if (active) {
+      const int w = p.vec == 2 ? 8 : p.vec == 1 ? 4 : 1;
+      if (w == 8) merge_row<8>(p, b, h, i, c * 8, p.chunks * 8, m, sum, nan);
+      else if (w == 4) merge_row<4>(p, b, h, i, c * 4, p.chunks * 4, m, sum, nan);
+      else merge_row<1>(p, b, h, i, c, p.chunks, m, sum, nan);
     }
     // Every thread of the block's rows has read their LSEs (out may be one of the states).
     __syncthreads();

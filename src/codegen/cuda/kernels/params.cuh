@@ -204,8 +204,9 @@ struct MergeStatesParams {
   int dim;
   int heads, len;      // rows = batch * heads * len < 2^31
   int rows;
-  int vec;             // every O row (inputs and output) is 4-element aligned and dim % 4 == 0
-  int chunks;          // threads per row: dim / 4 (vec) or dim, at most the block's threads
+  int vec;             // chunks of 8 (2) or 4 (1) elements, where every O row (inputs and output) keeps
+                       // them aligned and dim is a multiple; else 1 element (0)
+  int chunks;          // threads per row: dim / chunk elements, at most the block's threads
   int rows_per_block;  // whole rows per block: block threads / chunks
 };
 
@@ -214,7 +215,7 @@ struct MergeStatesParams {
 // chunk of a row (several chunks each where a row has more than the block has threads), whole
 // rows per block. Returns the number of blocks.
 inline unsigned merge_states_shape(MergeStatesParams& p, int threads) {
-  const int chunks = p.vec ? p.dim / 4 : p.dim;
+  const int chunks = p.dim / (p.vec == 2 ? 8 : p.vec == 1 ? 4 : 1);
   p.chunks = chunks < 1 ? 1 : chunks > threads ? threads : chunks;
   p.rows_per_block = threads / p.chunks;
   return static_cast<unsigned>((static_cast<af_i64>(p.rows) + p.rows_per_block - 1) / p.rows_per_block);
