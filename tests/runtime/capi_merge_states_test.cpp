@@ -33,7 +33,7 @@ attnfuse_state c_state(const attnfuse::AttentionState& s) {
 // Equal bit for bit (NaN rows included).
 template <class T>
 bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 std::vector<attnfuse_state> c_states(MergeProblem& p) {
