@@ -165,7 +165,8 @@ struct MergeStatesKernel {
     const int t = threadIdx.x, r = t / p.chunks, c = t % p.chunks;
     const int row = blockIdx.x * p.rows_per_block + r;
     const bool active = r < p.rows_per_block && row < p.rows;
-    const unsigned i = active ? (unsigned)row % (unsigned)p.len : 0u, bh = active ? (unsigned)row / (unsigned)p.len : 0u;
+    const unsigned i = active ? (unsigned)row % (unsigned)p.len : 0u;
+    const unsigned bh = active ? (unsigned)row / (unsigned)p.len : 0u;
     const unsigned h = bh % (unsigned)p.heads, b = bh / (unsigned)p.heads;
     float m = ninf, sum = 0.f;
     bool nan = false;
