@@ -81,6 +81,12 @@ attnfuse_status mask_from_fill(const char* who, const attnfuse::BlockMask::Block
   });
 }
 
+// The error of a grid of block kinds whose entry i holds `value`, outside 0-2.
+std::string bad_kind(const char* who, int64_t i, int value) {
+  return std::string(who) + ": kinds[" + std::to_string(i) + "] is " + std::to_string(value) +
+         ", not 0 (inactive), 1 (full) or 2 (partial)";
+}
+
 attnfuse::BlockMask::BlockKind kind_of(int value) {
   switch (value) {
     case ATTNFUSE_BLOCK_INACTIVE: return attnfuse::BlockMask::BlockKind::Inactive;
@@ -333,9 +339,7 @@ attnfuse_status attnfuse_block_mask_from_block_kinds(const uint8_t* kinds, attnf
                                                               int64_t) {
     if (!kinds) throw CallerError{std::string(who) + ": the kinds pointer is null"};
     const int64_t i = ((b * heads + h) * nqb + q0 / block_q) * nkb + kv0 / block_k;
-    if (kinds[i] > ATTNFUSE_BLOCK_PARTIAL)
-      throw CallerError{std::string(who) + ": kinds[" + std::to_string(i) + "] is " + std::to_string(kinds[i]) +
-                        ", not 0 (inactive), 1 (full) or 2 (partial)"};
+    if (kinds[i] > ATTNFUSE_BLOCK_PARTIAL) throw CallerError{bad_kind(who, i, kinds[i])};
     return kind_of(kinds[i]);
   };
   return mask_from_fill(who, &classifier, fill, user, batch, heads, q_len, kv_len, block_q, block_k, out);
@@ -364,9 +368,7 @@ attnfuse_status attnfuse_block_mask_from_partial_cells(const uint8_t* kinds, con
       for (int64_t j = 0; j < nkb; ++j) {
         const uint8_t kind = kinds[r * nkb + j];
         if (kind > ATTNFUSE_BLOCK_PARTIAL)
-          return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT,
-                      std::string(who) + ": kinds[" + std::to_string(r * nkb + j) + "] is " + std::to_string(kind) +
-                          ", not 0 (inactive), 1 (full) or 2 (partial)");
+          return fail(ATTNFUSE_ERROR_INVALID_ARGUMENT, bad_kind(who, r * nkb + j, kind));
         partial += kind == ATTNFUSE_BLOCK_PARTIAL;
       }
       row_slab[r + 1] = row_slab[r] + partial;

@@ -75,17 +75,20 @@ uint64_t module_key(const KernelSpec& s, int arch) {
   return k;  // 64 bits
 }
 
-std::string cache_key(const KernelSpec& spec, int arch) {
-  std::string material = codegen::cuda::emit_forward(spec);
+std::string source_cache_key(const std::string& source, int arch) {
+  std::string material = source;
   for (const auto& h : kernel_sources()) material += h.source;
   for (const auto& o : nvrtc_options(arch, NvrtcOutput::Cubin)) material += "\n" + o;
   material += "\nnvrtc " + nvrtc_version() + "\nattnfuse " ATTNFUSE_VERSION;
   return sha256_hex(material);
 }
 
-CompiledBinary compile_cuda(const KernelSpec& spec, int arch) {
-  const std::string source = codegen::cuda::emit_forward(spec);
-  const std::string key = cache_key(spec, arch);
+std::string cache_key(const KernelSpec& spec, int arch) {
+  return source_cache_key(codegen::cuda::emit_forward(spec), arch);
+}
+
+CompiledBinary compile_cached(const std::string& source, const std::string& what, int arch) {
+  const std::string key = source_cache_key(source, arch);
   const DiskCache disk = DiskCache::from_environment();
   CompiledBinary out;
   if (auto hit = disk.load(key)) {
@@ -98,10 +101,14 @@ CompiledBinary compile_cuda(const KernelSpec& spec, int arch) {
   out.registers = r.registers;
   out.spill_bytes = r.spill_bytes;
   out.compile_seconds = r.seconds;
-  std::cerr << fmt::format("attnfuse: compiled {} for sm_{} in {:.2f} s ({} registers, {} spill bytes)\n",
-                           describe(spec), arch, r.seconds, r.registers, r.spill_bytes);
+  std::cerr << fmt::format("attnfuse: compiled {} for sm_{} in {:.2f} s ({} registers, {} spill bytes)\n", what,
+                           arch, r.seconds, r.registers, r.spill_bytes);
   disk.store(key, out.cubin);
   return out;
+}
+
+CompiledBinary compile_cuda(const KernelSpec& spec, int arch) {
+  return compile_cached(codegen::cuda::emit_forward(spec), describe(spec), arch);
 }
 
 int blocks_per_sm(const LoadedModule& m) {

@@ -24,8 +24,10 @@ struct CompiledBinary {
   double compile_seconds = 0.0;
 };
 
-// The disk-cache key of spec on arch: SHA-256 over the generated source, the embedded kernel
-// headers, the NVRTC options and version, and the attnfuse version (DESIGN §5).
+// The disk-cache key of a translation unit on arch: SHA-256 over it, the embedded kernel headers,
+// the NVRTC options and version, and the attnfuse version (DESIGN §5).
+std::string source_cache_key(const std::string& source, int arch);
+// The disk-cache key of spec's generated source on arch.
 std::string cache_key(const KernelSpec& spec, int arch);
 
 // The in-memory module key of spec on arch: exactly the structure the generated source depends
@@ -35,7 +37,10 @@ std::string cache_key(const KernelSpec& spec, int arch);
 // combinator's parameters).
 uint64_t module_key(const KernelSpec& spec, int arch);
 
-// Emits and compiles spec for arch (sm_80: 80, sm_90: 90), through the disk cache.
+// Compiles a translation unit for arch (sm_80: 80, sm_90: 90) through the disk cache; a cold
+// compile logs one line naming `what`.
+CompiledBinary compile_cached(const std::string& source, const std::string& what, int arch);
+// Emits and compiles spec for arch, through the disk cache.
 CompiledBinary compile_cuda(const KernelSpec& spec, int arch);
 
 // One compiled and loaded module: the forward kernel of a spec whose rope_mode is resolved

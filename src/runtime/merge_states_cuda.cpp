@@ -6,21 +6,14 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <iostream>
-#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "attnfuse/error.hpp"
-#include "attnfuse/version.hpp"
 #include "codegen/cuda/emit.hpp"
-#include "codegen/cuda/kernels/params.cuh"
 #include "common/merge_check.hpp"
-#include "common/sha256.hpp"
-#include "runtime/disk_cache.hpp"
-#include "runtime/kernel_sources.hpp"
-#include "runtime/nvrtc.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "runtime/stream_workspace.hpp"
 
 namespace attnfuse::runtime {
@@ -38,27 +31,11 @@ CUfunction merge_function() {
   if (arch < 80)
     throw Error(ErrorCode::Unsupported,
                 fmt::format("the CUDA backend needs sm_80 or newer; {} is sm_{}", device_info().name, arch));
-  const std::string source = codegen::cuda::emit_merge_states();
-  std::string material = source;
-  for (const auto& h : kernel_sources()) material += h.source;
-  for (const auto& o : nvrtc_options(arch, NvrtcOutput::Cubin)) material += "\n" + o;
-  material += "\nnvrtc " + nvrtc_version() + "\nattnfuse " ATTNFUSE_VERSION;
-  const std::string key = sha256_hex(material);
-  const DiskCache disk = DiskCache::from_environment();
-  std::vector<char> cubin;
-  if (auto hit = disk.load(key)) {
-    cubin = std::move(*hit);
-  } else {
-    NvrtcResult r = nvrtc_compile(source, "attnfuse_merge_states_" + key.substr(0, 16), arch, NvrtcOutput::Cubin);
-    std::cerr << fmt::format("attnfuse: compiled merge_states for sm_{} in {:.2f} s ({} registers, {} spill bytes)\n",
-                             arch, r.seconds, r.registers, r.spill_bytes);
-    cubin = std::move(r.binary);
-    disk.store(key, cubin);
-  }
+  const CompiledBinary bin = compile_cached(codegen::cuda::emit_merge_states(), "merge_states", arch);
   const DriverApi& d = driver();
   CUmodule module = nullptr;
   CUfunction f = nullptr;
-  check(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData (merge_states)");
+  check(d.cuModuleLoadData(&module, bin.cubin.data()), "cuModuleLoadData (merge_states)");
   check(d.cuModuleGetFunction(&f, module, codegen::cuda::kMergeStatesEntryName), "cuModuleGetFunction (merge_states)");
   loaded.emplace(arch, f);
   return f;
@@ -100,6 +77,17 @@ int max_chunk() {
 
 // One launch: out = merge(states), at most kMergeStatesPerLaunch of them.
 void launch_merge(std::span<const AttentionState> states, const AttentionState& out, CUstream stream) {
+  attnfuse_kernels::MergeStatesParams p = merge_states_params(states, out);
+  const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
+  void* params[] = {&p};
+  launch_kernel(merge_function(), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,
+                "cuLaunchKernel (merge_states)");
+}
+
+}  // namespace
+
+attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const AttentionState> states,
+                                                        const AttentionState& out) {
   const int64_t B = out.o.shape[0], H = out.o.shape[1], N = out.o.shape[2], D = out.o.shape[3];
   attnfuse_kernels::MergeStatesParams p{};
   int chunk = 1;
@@ -119,13 +107,8 @@ void launch_merge(std::span<const AttentionState> states, const AttentionState& 
   p.len = static_cast<int>(N);
   p.rows = static_cast<int>(B * H * N);
   p.vec = chunk == 8 ? 2 : chunk == 4 ? 1 : 0;
-  const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
-  void* params[] = {&p};
-  launch_kernel(merge_function(), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,
-                "cuLaunchKernel (merge_states)");
+  return p;
 }
-
-}  // namespace
 
 void merge_states_cuda(std::span<const AttentionState> states, const AttentionState& out, CUstream stream) {
   validate_merge(states, out);

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "attnfuse/merge_states.hpp"
+#include "codegen/cuda/kernels/params.cuh"
 #include "runtime/cuda_driver.hpp"
 
 namespace attnfuse::runtime {
@@ -13,6 +14,12 @@ namespace attnfuse::runtime {
 // in two levels: groups of this many into fp32 states in a per-stream workspace, then those.
 inline constexpr int kMergeStatesPerLaunch = 32;
 inline constexpr int kMergeStatesMax = kMergeStatesPerLaunch * kMergeStatesPerLaunch;
+
+// The kernel's parameters for out = merge(states), at most kMergeStatesPerLaunch states of valid
+// shapes: their descriptors, and the widest chunk (8, 4 or 1 elements) every row allows.
+// attnfuse_kernels::merge_states_shape then sets the launch shape. No GPU needed.
+attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const AttentionState> states,
+                                                        const AttentionState& out);
 
 // out = merge(states) on `stream`; every pointer is device memory. Validates first (Error before
 // any launch: the CPU's errors, and Unsupported past kMergeStatesMax states); asynchronous.

@@ -1,9 +1,9 @@
 // The merge_states kernel of merge_states.cuh run as a whole grid on the host
 // (codegen/kernel_host.hpp), against the CPU's merge_states on the same states
-// (common/merge_cases.hpp): mixed dtypes, padded O rows and strided LSEs, both load paths (four
-// elements per lane, one), rows empty in some states (their O rows NaN, so reading one fails),
-// rows empty in all, NaN LSEs, 32 states, and in-place merges. CI has no GPU;
-// tests/gpu/cuda_merge_states_test.cpp runs it on one, through the runtime.
+// (common/merge_cases.hpp), with the runtime's parameters: mixed dtypes, padded O rows and strided
+// LSEs, the three load paths (eight, four and one element a thread), rows empty in some states
+// (their O rows NaN, so counting one fails), rows empty in all, NaN LSEs, 32 states, and in-place
+// merges. CI has no GPU; tests/gpu/cuda_merge_states_test.cpp runs it on one, through the runtime.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -11,6 +11,7 @@
 
 #include "codegen/cuda/emit.hpp"
 #include "common/merge_cases.hpp"
+#include "runtime/merge_states_cuda.hpp"
 // Last: it defines the CUDA keywords as macros.
 #include "codegen/kernel_host.hpp"
 
@@ -19,31 +20,14 @@ namespace {
 
 using test::MergeCase;
 
-attnfuse_kernels::MergeState device_state(const AttentionState& s) {
-  attnfuse_kernels::MergeState m{};
-  m.o = s.o.data;
-  m.lse = s.lse.data;
-  for (int k = 0; k < 3; ++k) m.o_stride[k] = s.o.strides[k], m.lse_stride[k] = s.lse.strides[k];
-  m.dtype = s.o.dtype == DType::BF16 ? attnfuse_kernels::kMergeBF16
-            : s.o.dtype == DType::F16 ? attnfuse_kernels::kMergeF16
-                                      : attnfuse_kernels::kMergeF32;
-  return m;
-}
-
 // vec: 2 the eight-element path, 1 the four-element one, 0 one element (the runtime takes the
 // widest every row allows; the case must allow it).
 void check_case(const MergeCase& c, int vec, std::mt19937& rng) {
   SCOPED_TRACE(test::merge_case_name(c));
   test::MergeProblem p = test::make_merge_problem(c, rng);
   const std::vector<AttentionState> states = p.state_views();
-  attnfuse_kernels::MergeStatesParams params{};
-  for (size_t k = 0; k < states.size(); ++k) params.states[k] = device_state(states[k]);
-  params.out = device_state(p.target().view(c));
-  params.num_states = static_cast<int>(states.size());
-  params.dim = static_cast<int>(c.D);
-  params.heads = static_cast<int>(c.H);
-  params.len = static_cast<int>(c.N);
-  params.rows = c.B * c.H * c.N;
+  // The runtime's parameters, then the path the case asks for.
+  attnfuse_kernels::MergeStatesParams params = runtime::merge_states_params(states, p.target().view(c));
   params.vec = vec;
   const unsigned blocks = attnfuse_kernels::merge_states_shape(params, codegen::cuda::kMergeStatesThreads);
   attnfuse_host_cuda::launch_on_host(blocks, codegen::cuda::kMergeStatesThreads, [&] {
