@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -21,24 +22,27 @@ namespace {
 
 static_assert(kMergeStatesPerLaunch == attnfuse_kernels::kMergeMaxStates);
 
-// The merge kernel of the current device, compiled (or read from the disk cache) and loaded once.
-CUfunction merge_function() {
+// The merge kernels of the current device (one per chunk code vec), compiled (or read from the
+// disk cache) and loaded once.
+CUfunction merge_function(int vec) {
+  using Entries = std::array<CUfunction, 4>;
   static std::mutex mu;
-  static std::unordered_map<int, CUfunction> loaded;  // by arch
+  static std::unordered_map<int, Entries> loaded;  // by arch
   const int arch = device_info().arch();
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = loaded.find(arch); it != loaded.end()) return it->second;
+  if (auto it = loaded.find(arch); it != loaded.end()) return it->second[static_cast<size_t>(vec)];
   if (arch < 80)
     throw Error(ErrorCode::Unsupported,
                 fmt::format("the CUDA backend needs sm_80 or newer; {} is sm_{}", device_info().name, arch));
   const CompiledBinary bin = compile_cached(codegen::cuda::emit_merge_states(), "merge_states", arch);
   const DriverApi& d = driver();
   CUmodule module = nullptr;
-  CUfunction f = nullptr;
   check(d.cuModuleLoadData(&module, bin.cubin.data()), "cuModuleLoadData (merge_states)");
-  check(d.cuModuleGetFunction(&f, module, codegen::cuda::kMergeStatesEntryName), "cuModuleGetFunction (merge_states)");
-  loaded.emplace(arch, f);
-  return f;
+  Entries f{};
+  for (int v = 0; v < 4; ++v)
+    check(d.cuModuleGetFunction(&f[static_cast<size_t>(v)], module, codegen::cuda::merge_states_entry_name(v).c_str()),
+          "cuModuleGetFunction (merge_states)");
+  return loaded.emplace(arch, f).first->second[static_cast<size_t>(vec)];
 }
 
 int dtype_code(DType t) {
@@ -55,22 +59,22 @@ attnfuse_kernels::MergeState device_state(const AttentionState& s) {
   return m;
 }
 
-// Chunks of `elems` (4 or 8) elements are aligned loads and stores when the row start and every
-// outer stride keep them so: 8 or 16 bytes for 16-bit elements, 16 bytes for fp32 (one or two
-// 16-byte accesses).
+// Chunks of `elems` (4, 8 or 16) elements are aligned loads and stores when the row start and
+// every outer stride keep them so: 8 or 16 bytes (16-bit elements, 4 or more), 16 bytes (fp32).
 bool chunks_aligned(const AttentionState& s, int elems) {
-  const int64_t bytes = s.o.dtype == DType::F32 ? 16 : 2 * elems;
-  return reinterpret_cast<uintptr_t>(s.o.data) % static_cast<uintptr_t>(bytes) == 0 && s.o.strides[0] % elems == 0 &&
-         s.o.strides[1] % elems == 0 && s.o.strides[2] % elems == 0;
+  const int64_t bytes = s.o.dtype == DType::F32 ? 16 : elems == 4 ? 8 : 16;
+  const int64_t step = bytes / dtype_size(s.o.dtype);  // elements per aligned unit
+  return reinterpret_cast<uintptr_t>(s.o.data) % static_cast<uintptr_t>(bytes) == 0 && s.o.strides[0] % step == 0 &&
+         s.o.strides[1] % step == 0 && s.o.strides[2] % step == 0;
 }
 
-// The widest chunk the kernel may take: 8 elements, unless ATTNFUSE_CUDA_MERGE_CHUNK=4 or 1 (for
-// A/B runs) asks for narrower.
+// The widest chunk the kernel may take: 16 elements, unless ATTNFUSE_CUDA_MERGE_CHUNK=8, 4 or 1
+// (for A/B runs) asks for narrower.
 int max_chunk() {
   static const int value = [] {
     const char* text = std::getenv("ATTNFUSE_CUDA_MERGE_CHUNK");
-    const int v = text ? std::atoi(text) : 8;
-    return v == 1 || v == 4 ? v : 8;
+    const int v = text ? std::atoi(text) : 16;
+    return v == 1 || v == 4 || v == 8 ? v : 16;
   }();
   return value;
 }
@@ -80,7 +84,7 @@ void launch_merge(std::span<const AttentionState> states, const AttentionState& 
   attnfuse_kernels::MergeStatesParams p = merge_states_params(states, out);
   const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
   void* params[] = {&p};
-  launch_kernel(merge_function(), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,
+  launch_kernel(merge_function(p.vec), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,
                 "cuLaunchKernel (merge_states)");
 }
 
@@ -91,7 +95,7 @@ attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const Attentio
   const int64_t B = out.o.shape[0], H = out.o.shape[1], N = out.o.shape[2], D = out.o.shape[3];
   attnfuse_kernels::MergeStatesParams p{};
   int chunk = 1;
-  for (int elems : {8, 4}) {
+  for (int elems : {16, 8, 4}) {
     bool ok = elems <= max_chunk() && D % elems == 0 && chunks_aligned(out, elems);
     for (const AttentionState& s : states) ok = ok && chunks_aligned(s, elems);
     if (ok) {
@@ -106,7 +110,7 @@ attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const Attentio
   p.heads = static_cast<int>(H);
   p.len = static_cast<int>(N);
   p.rows = static_cast<int>(B * H * N);
-  p.vec = chunk == 8 ? 2 : chunk == 4 ? 1 : 0;
+  p.vec = chunk == 16 ? 3 : chunk == 8 ? 2 : chunk == 4 ? 1 : 0;
   return p;
 }
 

@@ -249,6 +249,9 @@ inline unsigned long long __cvta_generic_to_shared(const void* p) {
   return static_cast<unsigned long long>(static_cast<const char*>(p) - attnfuse_host_cuda::smem_base);
 }
 inline int __ffs(unsigned x) { return __builtin_ffs(static_cast<int>(x)); }
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 struct float2 {

@@ -262,8 +262,8 @@ TEST(NvrtcCompile, PrefillVariantsCompileWithoutSpills) { expect_compiles_withou
 TEST(NvrtcCompile, RopeVariantsCompileWithoutSpills) { expect_compiles_without_spills(Group::Rope); }
 TEST(NvrtcCompile, DecodeAndPagedVariantsCompileWithoutSpills) { expect_compiles_without_spills(Group::Decode); }
 
-// The merge_states module (one per architecture, every dtype at run time) compiles to both cubins
-// without spills.
+// The merge_states module (one per architecture, every dtype at run time, an entry per chunk
+// width) compiles to both cubins without spills.
 TEST(NvrtcCompile, MergeStatesModuleCompilesWithoutSpills) {
   std::string why;
   if (!runtime::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
@@ -272,7 +272,7 @@ TEST(NvrtcCompile, MergeStatesModuleCompilesWithoutSpills) {
                                           runtime::NvrtcOutput::Cubin);
     EXPECT_FALSE(r.binary.empty()) << "sm_" << arch;
     EXPECT_EQ(r.spill_bytes, 0) << "sm_" << arch << ": " << r.log;
-    std::cout << fmt::format("merge_states sm_{}: {} registers\n", arch, r.registers);
+    std::cout << fmt::format("merge_states sm_{}: {} registers (the widest entry)\n", arch, r.registers);
   }
 }
 

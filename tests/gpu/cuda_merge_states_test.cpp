@@ -63,10 +63,12 @@ TEST_F(CudaMergeStates, MergesLikeTheCpu) {
   using enum DType;
   const std::vector<MergeCase> cases = {
       {2, 8, 33, 128, {BF16, BF16}, BF16},                         // a cascade's two parts
+      {1, 4, 9, 72, {BF16, F32}, BF16},                            // chunks of 8 elements
       {1, 32, 17, 128, std::vector<DType>(16, F32), BF16, 0, true},  // split partials, LSE [B, N, H]
-      {1, 4, 9, 64, {BF16, F16, F32}, F32, 4},                     // mixed, padded rows
+      {1, 4, 9, 64, {BF16, F16, F32}, F32, 4},                     // mixed, padded rows, chunks of 4
       {1, 2, 5, 37, {F16, BF16}, F16, 3, true},                    // one element per lane
-      {1, 2, 3, 256, {BF16, F32}, BF16},                           // two chunks per lane
+      {1, 2, 3, 256, {BF16, F32}, BF16},                           // a head dim over 128
+      {1, 2, 3, 300, {F32, F32}, F32, 1},                          // rows longer than a block: two chunks per lane
       {1, 4, 7, 128, {BF16, BF16, BF16}, BF16, 0, false, 1},       // in place
       {1, 2, 3, 64, std::vector<DType>(100, F32), BF16},            // two levels
       {1, 1, 2, 32, std::vector<DType>(1024, BF16), F32},           // the most states

@@ -18,8 +18,8 @@ inline constexpr int kRotateThreads = 256;
 inline constexpr const char* kCombineEntryName = "attnfuse_combine";
 inline constexpr int kCombineThreads = 128;
 
-// merge_states on CUDA: a module of its own (emit_merge_states), blocks of whole rows.
-inline constexpr const char* kMergeStatesEntryName = "attnfuse_merge_states";
+// merge_states on CUDA: a module of its own (emit_merge_states), blocks of whole rows, one entry
+// per chunk width (merge_states_entry_name).
 inline constexpr int kMergeStatesThreads = 256;
 
 // One embedded header: the include name NVRTC sees and its text.
@@ -37,9 +37,12 @@ const std::vector<EmbeddedHeader>& kernel_headers();
 // kernel plus the rotation kernel kRotateEntryName.
 std::string emit_forward(const KernelSpec& spec);
 
-// The translation unit of the merge_states module: the kernel of merge_states.cuh behind the
-// entry kMergeStatesEntryName (dtypes and sizes are run-time values: one module per arch).
+// The translation unit of the merge_states module: the kernel of merge_states.cuh behind one entry
+// per chunk width, so each path gets the registers it needs, not the widest one's (dtypes and
+// sizes are run-time values: one module per arch).
 std::string emit_merge_states();
+// The entry of chunk code `vec` (MergeStatesParams::vec, 0-3: chunks of 1, 4, 8 or 16 elements).
+std::string merge_states_entry_name(int vec);
 
 // Throws Error(Unsupported) with a clear message when this kernel family cannot run `spec`.
 void check_supported(const KernelSpec& spec);

@@ -6,9 +6,11 @@
 // Every state may have its own dtype and strides (fp32 split partials merged into a bf16 output is
 // the usual case), and the output may be one of the states.
 //
-// Elementwise: each thread merges one chunk of one row (eight or four elements, 16- or 8-byte
-// loads, where every row allows it: MergeStatesParams::vec; else one element) and reads the row's
-// LSEs itself (the row's threads read the same words: one transaction per warp). The states go in
+// Elementwise: each thread merges one chunk of one row (sixteen, eight or four elements, 16- or
+// 8-byte loads, where every row allows it: MergeStatesParams::vec; else one element) and reads the
+// row's LSEs itself (the row's threads read the same words: one transaction per warp). What a
+// thread does once (its indices, the LSE loads, the weights) is paid per chunk, so the widest chunk
+// does the least of it per byte; the index splits are multiply-highs (MergeDiv), not divisions. The states go in
 // batches of kBatch whose loads are all issued before any is used, merged into a running maximum,
 // sum and accumulator, so a row waits for one memory latency per batch (one for a cascade's two
 // parts). A block holds whole rows, and writes their LSEs after a barrier: when out is one of the
@@ -31,8 +33,8 @@ struct MergeStatesKernel {
   static __device__ __forceinline__ u32 pack2(int dtype, float lo, float hi) {
     return dtype == kMergeBF16 ? ElementTraits<bf16_t>::pack(lo, hi) : ElementTraits<f16_t>::pack(lo, hi);
   }
-  // kW elements at `off` of state s as floats: one element, or one aligned 8- / 16-byte load per
-  // 16-bit chunk (one or two 16-byte loads of fp32).
+  // kW elements at `off` of state s as floats: one element, or aligned 8-byte (kW = 4) or 16-byte
+  // loads.
   template <int kW>
   static __device__ __forceinline__ void load(const MergeState& s, af_i64 off, float (&v)[kW]) {
     if (s.dtype == kMergeF32) {
@@ -57,8 +59,11 @@ struct MergeStatesKernel {
         const uint2 x = *reinterpret_cast<const uint2*>(src);
         w[0] = x.x, w[1] = x.y;
       } else {
-        const uint4 x = *reinterpret_cast<const uint4*>(src);
-        w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w;
+#pragma unroll
+        for (int q = 0; q < kW / 8; ++q) {
+          const uint4 x = reinterpret_cast<const uint4*>(src)[q];
+          w[4 * q] = x.x, w[4 * q + 1] = x.y, w[4 * q + 2] = x.z, w[4 * q + 3] = x.w;
+        }
       }
 #pragma unroll
       for (int q = 0; q < kW / 2; ++q) {
@@ -86,8 +91,12 @@ struct MergeStatesKernel {
     } else if constexpr (kW == 4) {
       *reinterpret_cast<uint2*>(dst) = make_uint2(pack2(s.dtype, v[0], v[1]), pack2(s.dtype, v[2], v[3]));
     } else {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(pack2(s.dtype, v[0], v[1]), pack2(s.dtype, v[2], v[3]),
-                                                  pack2(s.dtype, v[4], v[5]), pack2(s.dtype, v[6], v[7]));
+#pragma unroll
+      for (int q = 0; q < kW / 8; ++q) {
+        const float* u = v + 8 * q;
+        reinterpret_cast<uint4*>(dst)[q] = make_uint4(pack2(s.dtype, u[0], u[1]), pack2(s.dtype, u[2], u[3]),
+                                                      pack2(s.dtype, u[4], u[5]), pack2(s.dtype, u[6], u[7]));
+      }
     }
   }
   static __device__ __forceinline__ af_i64 o_offset(const MergeState& s, unsigned b, unsigned h, unsigned i) {
@@ -158,24 +167,24 @@ struct MergeStatesKernel {
     }
   }
 
+  static __device__ __forceinline__ unsigned divide(unsigned n, MergeDiv d) {
+    return (__umulhi(n, d.mul) + n) >> d.shift;
+  }
+
+  // One entry per chunk width kW = the elements of p.vec's chunk (16, 8, 4 or 1).
+  template <int kW>
   static __device__ void run(const MergeStatesParams& p) {
     grid_dependency_wait();  // launched in stream order today; a dependent launch would be safe
     allow_dependent_launch();
     const float ninf = __int_as_float(0xff800000u), qnan = __int_as_float(0x7fc00000);
-    const int t = threadIdx.x, r = t / p.chunks, c = t % p.chunks;
-    const int row = blockIdx.x * p.rows_per_block + r;
-    const bool active = r < p.rows_per_block && row < p.rows;
-    const unsigned i = active ? (unsigned)row % (unsigned)p.len : 0u;
-    const unsigned bh = active ? (unsigned)row / (unsigned)p.len : 0u;
-    const unsigned h = bh % (unsigned)p.heads, b = bh / (unsigned)p.heads;
+    const unsigned t = threadIdx.x, r = divide(t, p.chunks_div), c = t - r * (unsigned)p.chunks;
+    const unsigned row = blockIdx.x * (unsigned)p.rows_per_block + r;
+    const bool active = r < (unsigned)p.rows_per_block && row < (unsigned)p.rows;
+    const unsigned bh = active ? divide(row, p.len_div) : 0u, i = active ? row - bh * (unsigned)p.len : 0u;
+    const unsigned b = divide(bh, p.heads_div), h = bh - b * (unsigned)p.heads;
     float m = ninf, sum = 0.f;
     bool nan = false;
-    if (active) {
-      const int w = p.vec == 2 ? 8 : p.vec == 1 ? 4 : 1;
-      if (w == 8) merge_row<8>(p, b, h, i, c * 8, p.chunks * 8, m, sum, nan);
-      else if (w == 4) merge_row<4>(p, b, h, i, c * 4, p.chunks * 4, m, sum, nan);
-      else merge_row<1>(p, b, h, i, c, p.chunks, m, sum, nan);
-    }
+    if (active) merge_row<kW>(p, b, h, i, (int)c * kW, p.chunks * kW, m, sum, nan);
     // Every thread of the block's rows has read their LSEs (out may be one of the states).
     __syncthreads();
     if (active && c == 0)

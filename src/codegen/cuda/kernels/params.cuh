@@ -197,6 +197,13 @@ struct MergeState {
   int dtype;              // MergeDType
 };
 
+// n / d for n < 2^31 by a multiply-high, an add and a shift (the divisor's magic number, made on
+// the host by merge_div): the merge kernel splits its thread index by three runtime divisors, and
+// a hardware-less 32-bit division costs ~20 instructions each in a kernel that does little else.
+struct MergeDiv {
+  unsigned mul, shift;
+};
+
 struct MergeStatesParams {
   MergeState states[kMergeMaxStates];
   MergeState out;
@@ -204,20 +211,36 @@ struct MergeStatesParams {
   int dim;
   int heads, len;      // rows = batch * heads * len < 2^31
   int rows;
-  int vec;             // chunks of 8 (2) or 4 (1) elements, where every O row (inputs and output) keeps
-                       // them aligned and dim is a multiple; else 1 element (0)
+  int vec;             // chunks of 16 (3), 8 (2) or 4 (1) elements, where every O row (inputs and
+                       // output) keeps them aligned and dim is a multiple; else 1 element (0)
   int chunks;          // threads per row: dim / chunk elements, at most the block's threads
   int rows_per_block;  // whole rows per block: block threads / chunks
+  MergeDiv len_div, heads_div, chunks_div;  // of len, heads and chunks (merge_states_shape)
 };
 
 #ifndef __CUDACC_RTC__
+// The elements of one thread's chunk for MergeStatesParams::vec (the kernel decodes it alike).
+inline constexpr int merge_chunk_elems(int vec) { return vec == 3 ? 16 : vec == 2 ? 8 : vec == 1 ? 4 : 1; }
+
+// The magic number of d (1 <= d < 2^31): with s = ceil(log2 d) and mul = floor(2^32 (2^s - d) / d) + 1,
+// n / d = (mulhi(n, mul) + n) >> s for every n < 2^31 (Granlund and Montgomery; the sum fits 32 bits).
+inline MergeDiv merge_div(int d) {
+  unsigned shift = 0;
+  while ((1ull << shift) < static_cast<unsigned long long>(d)) ++shift;
+  const unsigned long long num = (1ull << 32) * ((1ull << shift) - static_cast<unsigned long long>(d));
+  return MergeDiv{static_cast<unsigned>(num / static_cast<unsigned long long>(d) + 1), shift};
+}
+
 // The merge kernel's launch shape, set in p from its dim, rows and vec (host side): a thread per
 // chunk of a row (several chunks each where a row has more than the block has threads), whole
-// rows per block. Returns the number of blocks.
+// rows per block, and the magic numbers of its divisors. Returns the number of blocks.
 inline unsigned merge_states_shape(MergeStatesParams& p, int threads) {
-  const int chunks = p.dim / (p.vec == 2 ? 8 : p.vec == 1 ? 4 : 1);
+  const int chunks = p.dim / merge_chunk_elems(p.vec);
   p.chunks = chunks < 1 ? 1 : chunks > threads ? threads : chunks;
   p.rows_per_block = threads / p.chunks;
+  p.len_div = merge_div(p.len < 1 ? 1 : p.len);
+  p.heads_div = merge_div(p.heads < 1 ? 1 : p.heads);
+  p.chunks_div = merge_div(p.chunks);
   return static_cast<unsigned>((static_cast<af_i64>(p.rows) + p.rows_per_block - 1) / p.rows_per_block);
 }
 #endif

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Fifty-fourth session (carry .devcarry from bench/make_device_carry.sh, plus
+# .devcarry/merge_variants/head/libattnfuse_c.so, the library of 46aa670, and
+# .devcarry/merge_variants/cs/, the kernel templates with streaming loads and stores in the merge):
+#   1. the whole GPU suite in 8 shards (the merge kernel now has an entry per chunk width, chunks of
+#      16 elements, and multiply-high index splits);
+#   2. on an H200: gpu_decode.py --suite all with the peers and gpu_rope.py --suite window to 32k
+#      (the session-49 sweeps), unless SKIP_SWEEPS=1;
+#   3. when at least 150 s are left (or ONLY_MERGE=1, which skips 1 and 2): the merge A/B, two
+#      interleaved rounds of bench/gpu_merge_states.py --ours-only (validated first) over
+#      head (46aa670's library), new (this build), new8 (ATTNFUSE_CUDA_MERGE_CHUNK=8) and cs;
+#      then CudaMergeStates.* under compute-sanitizer memcheck, and the bench with the peers.
+# CAP bounds the whole (default 560 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
+set -uo pipefail
+source "$(dirname "$0")/../device_env.sh"
+digest_init
+CAP=${CAP:-560}
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader >> "$D"
+if [ -z "${ONLY_MERGE:-}" ]; then
+  say "== 1. the whole GPU suite, 8 shards"
+  gpu_suite_sharded "$(left 300)" 8
+  tar czf "$OUT/logs.tgz" -C "$W" .
+  if [ -z "${SKIP_SWEEPS:-}" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 &&
+    [ "$(left 999)" -ge 120 ]; then
+    say "== 2. gpu_decode.py --suite all with the peers"
+    peer_sweep all all "$(left 200)"
+    tar czf "$OUT/logs.tgz" -C "$W" .
+    if [ "$(left 999)" -ge 90 ]; then
+      say "== 2b. gpu_rope.py --suite window up to 32k"
+      window_sweep "$(left 120)" 32768
+      tar czf "$OUT/logs.tgz" -C "$W" .
+    fi
+  fi
+fi
+if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
+  say "== 3. merge A/B: ${MERGE_VARIANTS:=head new new8 cs}"
+  for round in 1 2; do
+    for v in $MERGE_VARIANTS; do
+      lib=.devcarry/lib/libattnfuse_c.so knobs=()
+      case $v in
+        head) lib=.devcarry/merge_variants/head/libattnfuse_c.so ;;
+        new) ;;
+        new8) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=8) ;;
+        *) knobs=(ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/merge_variants/$v) ;;
+      esac
+      env "${knobs[@]}" timeout "$(left 40)" python3 bench/gpu_merge_states.py --lib "$lib" --ours-only \
+        > "$W/ab_${v}_r$round.log" 2>&1
+      say "r$round $v rc=$? $(grep -E '^(cascade|16|64)' "$W/ab_${v}_r$round.log" | sed -E 's/ +([0-9.]+ MB): attnfuse ([0-9.]+ us).*/: \2/' | tr '\n' ';')"
+    done
+  done
+  tar czf "$OUT/logs.tgz" -C "$W" .
+  timeout "$(left 60)" compute-sanitizer --tool memcheck --error-exitcode 9 .devcarry/test_gpu \
+    --gtest_filter='CudaMergeStates.*' > "$W/merge_memcheck.log" 2>&1
+  say "memcheck rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$W/merge_memcheck.log" | tr '\n' ' ')"
+  say "== the merge with the peers"
+  timeout "$(left 90)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so \
+    --json "$OUT/merge_states.json" > "$W/merge_bench.log" 2>&1
+  say "rc=$?"
+  grep -E '^(#|cascade|16|64)' "$W/merge_bench.log" >> "$D"
+  tar czf "$OUT/logs.tgz" -C "$W" .
+fi
+say "done in ${SECONDS}s"
