@@ -6,9 +6,12 @@
 #      16 elements, and multiply-high index splits);
 #   2. on an H200: gpu_decode.py --suite all with the peers and gpu_rope.py --suite window to 32k
 #      (the session-49 sweeps), unless SKIP_SWEEPS=1;
-#   3. when at least 150 s are left (or ONLY_MERGE=1, which skips 1 and 2): the merge A/B, two
+#   3. with REPLAY_SEED: CudaSparse.DocumentsLengthDependentRopeScalings at that seed (call 1's
+#      failure), then at 8 fresh seeds, with ATTNFUSE_TEST_MARGINS=1 (each check's share of its bound);
+#   4. when at least 150 s are left (or ONLY_MERGE=1, which skips 1 and 2): the merge A/B, two
 #      interleaved rounds of bench/gpu_merge_states.py --ours-only (validated first) over
-#      head (46aa670's library), new (this build), new8 (ATTNFUSE_CUDA_MERGE_CHUNK=8) and cs;
+#      MERGE_VARIANTS: head (46aa670's library), new (this build), new8 or wN
+#      (ATTNFUSE_CUDA_MERGE_CHUNK=8 or N), or a kernel dir (cs: streaming loads and stores);
 #      then CudaMergeStates.* under compute-sanitizer memcheck, and the bench with the peers.
 # CAP bounds the whole (default 560 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
@@ -32,8 +35,20 @@ if [ -z "${ONLY_MERGE:-}" ]; then
     fi
   fi
 fi
+if [ -n "${REPLAY_SEED:-}" ]; then
+  say "== CudaSparse.DocumentsLengthDependentRopeScalings: seed $REPLAY_SEED, then 8 fresh seeds (margins)"
+  ATTNFUSE_TEST_SEED=$REPLAY_SEED ATTNFUSE_TEST_MARGINS=1 gpu_tests replay \
+    'CudaSparse.DocumentsLengthDependentRopeScalings' "$(left 60)"
+  ATTNFUSE_TEST_MARGINS=1 timeout "$(left 120)" .devcarry/test_gpu --gtest_repeat=8 \
+    --gtest_filter='CudaSparse.DocumentsLengthDependentRopeScalings' > "$W/fresh.log" 2>&1
+  say "rc=$? $(grep -c '^\[       OK' "$W/fresh.log") ok, $(grep -c '^\[  FAILED  \] CudaSparse' "$W/fresh.log") failed"
+  for f in replay fresh; do
+    say "$f: the largest margins $(grep -o 'margin [0-9.]* of the O bound ([^;]*' "$W/$f.log" | sort -k2 -n -r | head -4 | tr '\n' ';')"
+  done
+  tar czf "$OUT/logs.tgz" -C "$W" .
+fi
 if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
-  say "== 3. merge A/B: ${MERGE_VARIANTS:=head new new8 cs}"
+  say "== 4. merge A/B: ${MERGE_VARIANTS:=head new new8 cs}"
   for round in 1 2; do
     for v in $MERGE_VARIANTS; do
       lib=.devcarry/lib/libattnfuse_c.so knobs=()
@@ -41,6 +56,7 @@ if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
         head) lib=.devcarry/merge_variants/head/libattnfuse_c.so ;;
         new) ;;
         new8) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=8) ;;
+        w*) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=${v#w}) ;;  # that width wherever the rows allow it
         *) knobs=(ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/merge_variants/$v) ;;
       esac
       env "${knobs[@]}" timeout "$(left 40)" python3 bench/gpu_merge_states.py --lib "$lib" --ours-only \

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -68,20 +69,20 @@ bool chunks_aligned(const AttentionState& s, int elems) {
          s.o.strides[1] % step == 0 && s.o.strides[2] % step == 0;
 }
 
-// The widest chunk the kernel may take: 16 elements, unless ATTNFUSE_CUDA_MERGE_CHUNK=8, 4 or 1
-// (for A/B runs) asks for narrower.
-int max_chunk() {
+// ATTNFUSE_CUDA_MERGE_CHUNK=16, 8, 4 or 1 (for A/B runs): the widest chunk the kernel may take,
+// taken whenever the rows allow it (no SM rule); 0 when unset.
+int forced_chunk() {
   static const int value = [] {
     const char* text = std::getenv("ATTNFUSE_CUDA_MERGE_CHUNK");
-    const int v = text ? std::atoi(text) : 16;
-    return v == 1 || v == 4 || v == 8 ? v : 16;
+    const int v = text ? std::atoi(text) : 0;
+    return v == 1 || v == 4 || v == 8 || v == 16 ? v : 0;
   }();
   return value;
 }
 
 // One launch: out = merge(states), at most kMergeStatesPerLaunch of them.
 void launch_merge(std::span<const AttentionState> states, const AttentionState& out, CUstream stream) {
-  attnfuse_kernels::MergeStatesParams p = merge_states_params(states, out);
+  attnfuse_kernels::MergeStatesParams p = merge_states_params(states, out, device_info().multiprocessors);
   const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
   void* params[] = {&p};
   launch_kernel(merge_function(p.vec), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,
@@ -91,17 +92,26 @@ void launch_merge(std::span<const AttentionState> states, const AttentionState& 
 }  // namespace
 
 attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const AttentionState> states,
-                                                        const AttentionState& out) {
+                                                        const AttentionState& out, int multiprocessors) {
   const int64_t B = out.o.shape[0], H = out.o.shape[1], N = out.o.shape[2], D = out.o.shape[3];
   attnfuse_kernels::MergeStatesParams p{};
+  if (forced_chunk() != 0) multiprocessors = 0;
+  auto allowed = [&](int elems) {
+    bool ok = elems <= (forced_chunk() != 0 ? forced_chunk() : 16) && D % elems == 0 && chunks_aligned(out, elems);
+    for (const AttentionState& s : states) ok = ok && chunks_aligned(s, elems);
+    return ok;
+  };
+  // The kernel's blocks at a width: whole rows of D / elems threads in kMergeStatesThreads.
+  auto blocks = [&](int elems) {
+    const int64_t chunks = std::clamp<int64_t>(D / elems, 1, codegen::cuda::kMergeStatesThreads);
+    const int64_t rows_per_block = codegen::cuda::kMergeStatesThreads / chunks;
+    return (B * H * N + rows_per_block - 1) / rows_per_block;
+  };
   int chunk = 1;
   for (int elems : {16, 8, 4}) {
-    bool ok = elems <= max_chunk() && D % elems == 0 && chunks_aligned(out, elems);
-    for (const AttentionState& s : states) ok = ok && chunks_aligned(s, elems);
-    if (ok) {
-      chunk = elems;
-      break;
-    }
+    if (!allowed(elems)) continue;
+    chunk = elems;  // the narrowest allowed so far
+    if (blocks(elems) >= multiprocessors) break;
   }
   for (size_t k = 0; k < states.size(); ++k) p.states[k] = device_state(states[k]);
   p.out = device_state(out);

@@ -16,10 +16,13 @@ inline constexpr int kMergeStatesPerLaunch = 32;
 inline constexpr int kMergeStatesMax = kMergeStatesPerLaunch * kMergeStatesPerLaunch;
 
 // The kernel's parameters for out = merge(states), at most kMergeStatesPerLaunch states of valid
-// shapes: their descriptors, and the widest chunk (8, 4 or 1 elements) every row allows.
-// attnfuse_kernels::merge_states_shape then sets the launch shape. No GPU needed.
+// shapes: their descriptors, and the chunk width (16, 8, 4 or 1 elements). Of the widths every row
+// allows, the widest whose grid has a block for each of `multiprocessors` SMs, else the narrowest
+// (the most threads: a small merge is bound by latency, not by instructions); with
+// multiprocessors = 0 the widest. attnfuse_kernels::merge_states_shape then sets the launch shape.
+// No GPU needed.
 attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const AttentionState> states,
-                                                        const AttentionState& out);
+                                                        const AttentionState& out, int multiprocessors = 0);
 
 // out = merge(states) on `stream`; every pointer is device memory. Validates first (Error before
 // any launch: the CPU's errors, and Unsupported past kMergeStatesMax states); asynchronous.

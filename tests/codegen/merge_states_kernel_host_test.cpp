@@ -69,8 +69,8 @@ TEST(MergeStatesKernelOnHost, MergesLikeTheCpu) {
   check_case({1, 2, 5, 0, {F32, BF16}, F32}, 0, rng);
 }
 
-// The runtime takes the widest chunk every O row allows: its alignment in units of 16 bytes (8 bytes
-// for 16-bit chunks of 4), and the head dim a multiple of it.
+// The runtime's chunk width: of those every O row allows (its alignment in units of 16 bytes, 8 bytes
+// for 16-bit chunks of 4, and the head dim a multiple of it), the widest that fills the SMs.
 TEST(MergeStatesKernelOnHost, RuntimeTakesTheWidestChunkTheRowsAllow) {
   std::mt19937 rng(7);
   using enum DType;
@@ -91,6 +91,18 @@ TEST(MergeStatesKernelOnHost, RuntimeTakesTheWidestChunkTheRowsAllow) {
     test::MergeProblem p = test::make_merge_problem(w.c, rng);
     EXPECT_EQ(runtime::merge_states_params(p.state_views(), p.out.view(w.c)).vec, w.vec);
   }
+  // With the device's SM count: the widest width whose grid has a block per SM, else the narrowest
+  // allowed. 2048 rows of 128: 64 blocks of chunks of 16, 128 of 8, 256 of 4.
+  test::MergeProblem p = test::make_merge_problem({4, 4, 128, 128, {BF16, BF16}, BF16}, rng);
+  const std::vector<AttentionState> states = p.state_views();
+  const AttentionState out = p.out.view(p.c);
+  EXPECT_EQ(runtime::merge_states_params(states, out, 64).vec, 3);
+  EXPECT_EQ(runtime::merge_states_params(states, out, 65).vec, 2);
+  EXPECT_EQ(runtime::merge_states_params(states, out, 132).vec, 1);
+  EXPECT_EQ(runtime::merge_states_params(states, out, 257).vec, 1);
+  // A pitch of 68 bf16 allows chunks of 4 only, whatever the SMs.
+  test::MergeProblem q = test::make_merge_problem({4, 4, 128, 64, {BF16, BF16}, BF16, 4}, rng);
+  EXPECT_EQ(runtime::merge_states_params(q.state_views(), q.out.view(q.c), 1).vec, 1);
 }
 
 // The kernel's index splits (MergeDiv) are exact for every divisor and dividend it can meet.

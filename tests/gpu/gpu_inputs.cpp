@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <numeric>
 
 #include "attnfuse/program.hpp"
@@ -191,6 +193,12 @@ Expected expected(const KernelSpec& spec, const AttentionArgs& host, const Dims&
   }
   if (err > 2 * naive_err + 1e-5)
     fail(fmt::format("O max abs error {:.3g} > 2 * naive error {:.3g} + 1e-5 (at {})", err, naive_err, worst));
+  // ATTNFUSE_TEST_MARGINS=1: every check's share of its O bound, for studies of how close the
+  // kernels come to it.
+  static const bool margins = std::getenv("ATTNFUSE_TEST_MARGINS") != nullptr;
+  if (margins)
+    std::cout << fmt::format("margin {:.3f} of the O bound ({}; error {:.3g}, naive {:.3g})\n",
+                             err / (2 * naive_err + 1e-5), dims_name(d), err, naive_err);
   if (failed == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << failed << " check(s) failed (" << dims_name(d) << "):\n"
                                        << failures << (failed > 6 ? "  ...\n" : "");
