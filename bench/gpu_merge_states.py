@@ -4,7 +4,10 @@ and torch.compile'd, in one process: GB/s of O and LSE moved (every state read o
 once) against the device's copy rate, measured here with a device-to-device copy of the same bytes.
 Every case is validated first against a float64 merge in PyTorch (bf16 / fp32 output tolerance).
 
-  python3 bench/gpu_merge_states.py [--lib L] [--json out.json] [--iters 50]
+  python3 bench/gpu_merge_states.py [--lib L] [--json out.json] [--iters 50] [--ours-only] [--graph]
+
+Without --graph each form is timed as back-to-back calls from Python, so the small cases measure
+the host's launch path as much as the kernel; --graph times one CUDA graph of the calls.
 
 Cases: a cascade's two bf16 parts at prefill size (8192 queries) and at decode size (64 sequences),
 16 fp32 split partials into bf16 (decode, Llama-3-8B heads), and 64 fp32 states (two levels).
@@ -72,12 +75,32 @@ def per_call_ms(fn, iters):
     return statistics.median(runs)
 
 
+def per_call_ms_graphed(fn, iters):
+    """The same median, of one CUDA graph replay holding `iters` calls: the kernels' time without
+    the host's launch cost (what a serving loop that captures its decode step sees). fn(stream)
+    launches one call on that stream handle; warm-up runs on the capture stream first, so any
+    workspace the call needs exists before the capture."""
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn(s.cuda_stream)
+    s.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for _ in range(iters):
+            fn(s.cuda_stream)
+    torch.cuda.synchronize()
+    return per_call_ms(g.replay, 1) / iters
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", default=default_lib())
     ap.add_argument("--json", default=None)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--ours-only", action="store_true", help="time ours and the copy only (still validated)")
+    ap.add_argument("--graph", action="store_true",
+                    help="time each form as one CUDA graph of --iters calls (no host launch cost)")
     args = ap.parse_args()
     lib = Lib(args.lib)
     dev = torch.device("cuda")
@@ -85,7 +108,8 @@ def main():
                             text=True).stdout.strip()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}, attnfuse {commit or '?'} ({platform.node()}); "
-          f"command: python3 bench/gpu_merge_states.py --iters {args.iters}{' --ours-only' if args.ours_only else ''}")
+          f"command: python3 bench/gpu_merge_states.py --iters {args.iters}{' --ours-only' if args.ours_only else ''}"
+          f"{' --graph' if args.graph else ''}")
     compiled = torch.compile(torch_merge)
     rows_out = []
     stream = torch.cuda.current_stream().cuda_stream
@@ -111,13 +135,17 @@ def main():
             out.numel() * out.element_size() + out_lse.numel() * 4
         src = torch.empty(moved // 2, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)
-        times = {"attnfuse": per_call_ms(ours, args.iters)}
+        forms = {"attnfuse": lambda st: lib.merge_states(DEVICE_CUDA, states, o_state, st)}
         if not args.ours_only:
-            times["torch eager"] = per_call_ms(lambda: torch_merge(os_, lses, out_dtype), args.iters)
-            times["torch.compile"] = per_call_ms(lambda: compiled(os_, lses, out_dtype), args.iters)
-        times["copy (same bytes)"] = per_call_ms(lambda: dst.copy_(src), args.iters)
+            forms["torch eager"] = lambda st: torch_merge(os_, lses, out_dtype)
+            forms["torch.compile"] = lambda st: compiled(os_, lses, out_dtype)
+        forms["copy (same bytes)"] = lambda st: dst.copy_(src)
+        if args.graph:
+            times = {k: per_call_ms_graphed(f, args.iters) for k, f in forms.items()}
+        else:
+            times = {k: per_call_ms(lambda f=f: f(stream), args.iters) for k, f in forms.items()}
         row = {"case": name, "shape": shape, "states": n, "bytes": moved, "valid": ok, "max_rel_err_o": err_o,
-               "max_err_lse": err_lse, "ms": times}
+               "max_err_lse": err_lse, "graphed": args.graph, "ms": times}
         rows_out.append(row)
         line = ", ".join(f"{k} {v * 1e3:.1f} us ({moved / v / 1e6:.0f} GB/s)" for k, v in times.items())
         peers = [v for k, v in times.items() if k.startswith("torch")]

@@ -11,7 +11,8 @@
 #   4. when at least 150 s are left (or ONLY_MERGE=1, which skips 1 and 2): the merge A/B, two
 #      interleaved rounds of bench/gpu_merge_states.py --ours-only (validated first) over
 #      MERGE_VARIANTS: head (46aa670's library), new (this build), new8 or wN
-#      (ATTNFUSE_CUDA_MERGE_CHUNK=8 or N), or a kernel dir (cs: streaming loads and stores);
+#      (ATTNFUSE_CUDA_MERGE_CHUNK=8 or N), or a kernel dir (cs: streaming loads and stores); with
+#      GRAPH=1 each timed as CUDA graphs (--graph), and the peers run both ways;
 #      then CudaMergeStates.* under compute-sanitizer memcheck, and the bench with the peers.
 # CAP bounds the whole (default 560 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
 set -uo pipefail
@@ -60,7 +61,7 @@ if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
         *) knobs=(ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/merge_variants/$v) ;;
       esac
       env "${knobs[@]}" timeout "$(left 40)" python3 bench/gpu_merge_states.py --lib "$lib" --ours-only \
-        > "$W/ab_${v}_r$round.log" 2>&1
+        ${GRAPH:+--graph} > "$W/ab_${v}_r$round.log" 2>&1
       say "r$round $v rc=$? $(grep -E '^(cascade|16|64)' "$W/ab_${v}_r$round.log" | sed -E 's/ +([0-9.]+ MB): attnfuse ([0-9.]+ us).*/: \2/' | tr '\n' ';')"
     done
   done
@@ -73,6 +74,13 @@ if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
     --json "$OUT/merge_states.json" > "$W/merge_bench.log" 2>&1
   say "rc=$?"
   grep -E '^(#|cascade|16|64)' "$W/merge_bench.log" >> "$D"
+  if [ -n "${GRAPH:-}" ]; then
+    say "== the merge with the peers, graphed"
+    timeout "$(left 90)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so --graph \
+      --json "$OUT/merge_states_graphed.json" > "$W/merge_bench_graphed.log" 2>&1
+    say "rc=$?"
+    grep -E '^(#|cascade|16|64|Traceback|[A-Za-z]*Error)' "$W/merge_bench_graphed.log" >> "$D"
+  fi
   tar czf "$OUT/logs.tgz" -C "$W" .
 fi
 say "done in ${SECONDS}s"

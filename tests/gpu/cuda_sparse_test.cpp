@@ -307,7 +307,9 @@ TEST_F(CudaSparse, DocumentsLengthDependentRopeScalings) {
       const KernelSpec spec = cuda_spec(prog, DType::BF16, 128);
       check_docs(spec, splits[1], rng_);
       check_docs(spec, splits[3], rng_, /*per_batch=*/true, /*i64=*/true, 3);
-      check_docs(spec, {"varlen decode", {1, 2, 1}, {300, 129, 40}}, rng_);  // the decode tiles
+      // The decode tiles, and the prefill tile on the same call.
+      check_docs(spec, {"varlen decode", {1, 2, 1}, {300, 129, 40}}, rng_, false, false, 2, 8, 2,
+                 {LaunchTuning{0}, LaunchTuning{1}, LaunchTuning{3}, LaunchTuning{1, Variant::Prefill}});
     }
   }
 }

@@ -178,7 +178,8 @@ Expected expected(const KernelSpec& spec, const AttentionArgs& host, const Dims&
       }
       if (empty_row && o != 0.0) fail(fmt::format("O{} dim {} = {} in a row without kept keys (must be 0)", at(row), x, o));
       const double er = std::abs(o - ref);
-      if (er > err) err = er, worst = fmt::format("O{} dim {} = {} vs reference {}", at(row), x, o, ref);
+      if (er > err)
+        err = er, worst = fmt::format("O{} dim {} = {} vs reference {}, naive {}", at(row), x, o, ref, e.naive.out[idx]);
       if (std::isfinite(e.naive.out[idx])) naive_err = std::max(naive_err, std::abs(e.naive.out[idx] - ref));
     }
     const float l = got.lse[size_t(row)];
@@ -197,8 +198,8 @@ Expected expected(const KernelSpec& spec, const AttentionArgs& host, const Dims&
   // kernels come to it.
   static const bool margins = std::getenv("ATTNFUSE_TEST_MARGINS") != nullptr;
   if (margins)
-    std::cout << fmt::format("margin {:.3f} of the O bound ({}; error {:.3g}, naive {:.3g})\n",
-                             err / (2 * naive_err + 1e-5), dims_name(d), err, naive_err);
+    std::cout << fmt::format("margin {:.3f} of the O bound ({}; error {:.3g}, naive {:.3g}; largest at {})\n",
+                             err / (2 * naive_err + 1e-5), dims_name(d), err, naive_err, worst);
   if (failed == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << failed << " check(s) failed (" << dims_name(d) << "):\n"
                                        << failures << (failed > 6 ? "  ...\n" : "");
