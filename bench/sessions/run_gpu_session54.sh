@@ -3,7 +3,7 @@
 # .devcarry/merge_variants/head/libattnfuse_c.so, the library of 46aa670, and
 # .devcarry/merge_variants/cs/, the kernel templates with streaming loads and stores in the merge):
 #   1. the whole GPU suite in 8 shards (the merge kernel now has an entry per chunk width, chunks of
-#      16 elements, and multiply-high index splits);
+#      16 elements, and multiply-high index splits), unless SKIP_SUITE=1;
 #   2. on an H200: gpu_decode.py --suite all with the peers and gpu_rope.py --suite window to 32k
 #      (the session-49 sweeps), unless SKIP_SWEEPS=1;
 #   3. with REPLAY_SEED: CudaSparse.DocumentsLengthDependentRopeScalings at that seed (call 1's
@@ -21,9 +21,11 @@ digest_init
 CAP=${CAP:-560}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader >> "$D"
 if [ -z "${ONLY_MERGE:-}" ]; then
-  say "== 1. the whole GPU suite, 8 shards"
-  gpu_suite_sharded "$(left 300)" 8
-  tar czf "$OUT/logs.tgz" -C "$W" .
+  if [ -z "${SKIP_SUITE:-}" ]; then
+    say "== 1. the whole GPU suite, 8 shards"
+    gpu_suite_sharded "$(left 300)" 8
+    tar czf "$OUT/logs.tgz" -C "$W" .
+  fi
   if [ -z "${SKIP_SWEEPS:-}" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 &&
     [ "$(left 999)" -ge 120 ]; then
     say "== 2. gpu_decode.py --suite all with the peers"
