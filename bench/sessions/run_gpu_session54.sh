@@ -7,7 +7,8 @@
 #   2. on an H200: gpu_decode.py --suite all with the peers and gpu_rope.py --suite window to 32k
 #      (the session-49 sweeps), unless SKIP_SWEEPS=1;
 #   3. with REPLAY_SEED: CudaSparse.DocumentsLengthDependentRopeScalings at that seed (call 1's
-#      failure), then at 8 fresh seeds, with ATTNFUSE_TEST_MARGINS=1 (each check's share of its bound);
+#      failure), then with REPLAY_FRESH=1 at 8 fresh seeds, with ATTNFUSE_TEST_MARGINS=1 (each
+#      check's share of its bound);
 #   4. when at least 150 s are left (or ONLY_MERGE=1, which skips 1 and 2): the merge A/B, two
 #      interleaved rounds of bench/gpu_merge_states.py --ours-only (validated first) over
 #      MERGE_VARIANTS: head (46aa670's library), new (this build), new8 or wN
@@ -42,10 +43,12 @@ if [ -n "${REPLAY_SEED:-}" ]; then
   say "== CudaSparse.DocumentsLengthDependentRopeScalings: seed $REPLAY_SEED, then 8 fresh seeds (margins)"
   ATTNFUSE_TEST_SEED=$REPLAY_SEED ATTNFUSE_TEST_MARGINS=1 gpu_tests replay \
     'CudaSparse.DocumentsLengthDependentRopeScalings' "$(left 60)"
-  ATTNFUSE_TEST_MARGINS=1 timeout "$(left 120)" .devcarry/test_gpu --gtest_repeat=8 \
-    --gtest_filter='CudaSparse.DocumentsLengthDependentRopeScalings' > "$W/fresh.log" 2>&1
-  say "rc=$? $(grep -c '^\[       OK' "$W/fresh.log") ok, $(grep -c '^\[  FAILED  \] CudaSparse' "$W/fresh.log") failed"
-  for f in replay fresh; do
+  if [ -n "${REPLAY_FRESH:-}" ]; then
+    ATTNFUSE_TEST_MARGINS=1 timeout "$(left 120)" .devcarry/test_gpu --gtest_repeat=8 \
+      --gtest_filter='CudaSparse.DocumentsLengthDependentRopeScalings' > "$W/fresh.log" 2>&1
+    say "rc=$? $(grep -c '^\[       OK' "$W/fresh.log") ok, $(grep -c '^\[  FAILED  \] CudaSparse' "$W/fresh.log") failed"
+  fi
+  for f in replay ${REPLAY_FRESH:+fresh}; do
     say "$f: the largest margins $(grep -o 'margin [0-9.]* of the O bound ([^;]*' "$W/$f.log" | sort -k2 -n -r | head -4 | tr '\n' ';')"
   done
   tar czf "$OUT/logs.tgz" -C "$W" .
