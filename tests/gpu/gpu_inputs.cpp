@@ -178,8 +178,10 @@ Expected expected(const KernelSpec& spec, const AttentionArgs& host, const Dims&
       }
       if (empty_row && o != 0.0) fail(fmt::format("O{} dim {} = {} in a row without kept keys (must be 0)", at(row), x, o));
       const double er = std::abs(o - ref);
-      if (er > err)
-        err = er, worst = fmt::format("O{} dim {} = {} vs reference {}, naive {}", at(row), x, o, ref, e.naive.out[idx]);
+      if (er > err) {
+        err = er;
+        worst = fmt::format("O{} dim {} = {} vs reference {}, naive {}", at(row), x, o, ref, e.naive.out[idx]);
+      }
       if (std::isfinite(e.naive.out[idx])) naive_err = std::max(naive_err, std::abs(e.naive.out[idx] - ref));
     }
     const float l = got.lse[size_t(row)];

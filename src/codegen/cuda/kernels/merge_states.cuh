@@ -10,11 +10,11 @@
 // 8-byte loads, where every row allows it: MergeStatesParams::vec; else one element) and reads the
 // row's LSEs itself (the row's threads read the same words: one transaction per warp). What a
 // thread does once (its indices, the LSE loads, the weights) is paid per chunk, so the widest chunk
-// does the least of it per byte; the index splits are multiply-highs (MergeDiv), not divisions. The states go in
-// batches of kBatch whose loads are all issued before any is used, merged into a running maximum,
-// sum and accumulator, so a row waits for one memory latency per batch (one for a cascade's two
-// parts). A block holds whole rows, and writes their LSEs after a barrier: when out is one of the
-// states, every thread of the row has read that LSE by then.
+// does the least of it per byte; the index splits are multiply-highs (MergeDiv), not divisions.
+// The states go in batches of kBatch whose loads are all issued before any is used, merged into a
+// running maximum, sum and accumulator, so a row waits for one memory latency per batch (one for a
+// cascade's two parts). A block holds whole rows, and writes their LSEs after a barrier: when out is
+// one of the states, every thread of the row has read that LSE by then.
 #pragma once
 
 #include "params.cuh"

@@ -198,8 +198,8 @@ struct MergeState {
 };
 
 // n / d for n < 2^31 by a multiply-high, an add and a shift (the divisor's magic number, made on
-// the host by merge_div): the merge kernel splits its thread index by three runtime divisors, and
-// a hardware-less 32-bit division costs ~20 instructions each in a kernel that does little else.
+// the host by merge_div): the merge kernel splits its thread index by three run-time divisors, and
+// a 32-bit division, which the GPU has no instruction for, costs ~20 in a kernel that does little else.
 struct MergeDiv {
   unsigned mul, shift;
 };
