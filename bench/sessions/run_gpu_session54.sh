@@ -3,7 +3,8 @@
 # .devcarry/merge_variants/head/libattnfuse_c.so, the library of 46aa670, and
 # .devcarry/merge_variants/cs/, the kernel templates with streaming loads and stores in the merge):
 #   1. the whole GPU suite in 8 shards (the merge kernel now has an entry per chunk width, chunks of
-#      16 elements, and multiply-high index splits), unless SKIP_SUITE=1;
+#      16 elements, and multiply-high index splits), unless SKIP_SUITE=1, with the twelve checks
+#      nearest their O bound (ATTNFUSE_TEST_MARGINS=1) in the digest;
 #   2. on an H200: gpu_decode.py --suite all with the peers and gpu_rope.py --suite window to 32k
 #      (the session-49 sweeps), unless SKIP_SWEEPS=1;
 #   3. with REPLAY_SEED: CudaSparse.DocumentsLengthDependentRopeScalings at that seed (call 1's
@@ -23,8 +24,12 @@ CAP=${CAP:-560}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader >> "$D"
 if [ -z "${ONLY_MERGE:-}" ]; then
   if [ -z "${SKIP_SUITE:-}" ]; then
-    say "== 1. the whole GPU suite, 8 shards"
-    gpu_suite_sharded "$(left 300)" 8
+    say "== 1. the whole GPU suite, 8 shards (ATTNFUSE_TEST_MARGINS=1)"
+    ATTNFUSE_TEST_MARGINS=1 gpu_suite_sharded "$(left 300)" 8
+    # The checks nearest their O bound, with their tests: where a seed could next cross it.
+    say "the largest margins of the O bound:"
+    awk '/^\[ RUN/ {t = $NF} /^margin / {print $2, t, $0}' "$W"/tests_shard*.log | sort -k1,1 -n -r |
+      head -12 | cut -c1-230 | tee -a "$D"
     tar czf "$OUT/logs.tgz" -C "$W" .
   fi
   if [ -z "${SKIP_SWEEPS:-}" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 &&
