@@ -1,7 +1,6 @@
 // merge_states on the CPU: the log-sum-exp merge of partial attention results, one row at a time.
 #include "attnfuse/merge_states.hpp"
 
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -41,8 +40,21 @@ void add_row(float* acc, float w, const TensorView& o, int64_t off, int64_t D) {
   }
 }
 
+// row[d] = acc[d] in o's dtype, the switch outside the loops as in add_row.
 void store_row(const float* acc, const TensorView& o, int64_t off, int64_t D) {
-  for (int64_t d = 0; d < D; ++d) store_elem(o.data, o.dtype, off + d, acc[d]);
+  switch (o.dtype) {
+    case DType::BF16: {
+      auto* p = static_cast<uint16_t*>(o.data) + off;
+      for (int64_t d = 0; d < D; ++d) p[d] = f32_to_bf16(acc[d]);
+      break;
+    }
+    case DType::F16: {
+      auto* p = static_cast<uint16_t*>(o.data) + off;
+      for (int64_t d = 0; d < D; ++d) p[d] = f32_to_f16(acc[d]);
+      break;
+    }
+    default: std::copy(acc, acc + D, static_cast<float*>(o.data) + off);
+  }
 }
 
 }  // namespace
