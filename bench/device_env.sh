@@ -27,6 +27,13 @@ gpu_tests() {  # name, filter, limit
   say "rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$W/$1.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED|Failure|Expected|Which is' "$W/$1.log" | head -20 >> "$D"
 }
+# The same under compute-sanitizer memcheck (error exit 9), into $W/NAME.log; says rc, the error
+# summary and the tests' summary.
+memcheck_tests() {  # name, filter, limit
+  timeout "$3" compute-sanitizer --tool memcheck --error-exitcode 9 .devcarry/test_gpu --gtest_filter="$2" \
+    > "$W/$1.log" 2>&1
+  say "memcheck rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$W/$1.log" | tr '\n' ' ')"
+}
 # The whole GPU suite in SHARDS shards at once (default 4) within LIMIT seconds, each with its
 # own compile cache (the tests are bound by NVRTC on the host's cores, not by the GPU), into
 # $W/tests_shard0.. ; says each shard's summary and failures. BIN: another carried build's tests.

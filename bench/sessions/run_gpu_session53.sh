@@ -15,9 +15,7 @@ CAP=${CAP:-330}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader >> "$D"
 say "== 1. CudaMergeStates.*"
 gpu_tests merge 'CudaMergeStates.*' "$(left 120)"
-timeout "$(left 90)" compute-sanitizer --tool memcheck --error-exitcode 9 .devcarry/test_gpu \
-  --gtest_filter='CudaMergeStates.*' > "$W/merge_memcheck.log" 2>&1
-say "memcheck rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$W/merge_memcheck.log" | tr '\n' ' ')"
+memcheck_tests merge_memcheck 'CudaMergeStates.*' "$(left 90)"
 say "== 2. gpu_merge_states.py"
 timeout "$(left 120)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so \
   --json "$OUT/merge_states.json" > "$W/merge_bench.log" 2>&1

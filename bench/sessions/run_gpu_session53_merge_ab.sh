@@ -32,9 +32,7 @@ tar czf "$OUT/logs.tgz" -C "$W" .
 say "== the committed kernel: CudaMergeStates.*"
 gpu_tests merge 'CudaMergeStates.*' "$(left 60)"
 if [ -n "${MEMCHECK:-}" ]; then
-  timeout "$(left 60)" compute-sanitizer --tool memcheck --error-exitcode 9 .devcarry/test_gpu \
-    --gtest_filter='CudaMergeStates.*' > "$W/merge_memcheck.log" 2>&1
-  say "memcheck rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$W/merge_memcheck.log" | tr '\n' ' ')"
+  memcheck_tests merge_memcheck 'CudaMergeStates.*' "$(left 60)"
 fi
 say "== with the peers"
 timeout "$(left 90)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so \

@@ -76,9 +76,7 @@ if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
     done
   done
   tar czf "$OUT/logs.tgz" -C "$W" .
-  timeout "$(left 60)" compute-sanitizer --tool memcheck --error-exitcode 9 .devcarry/test_gpu \
-    --gtest_filter='CudaMergeStates.*' > "$W/merge_memcheck.log" 2>&1
-  say "memcheck rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$W/merge_memcheck.log" | tr '\n' ' ')"
+  memcheck_tests merge_memcheck 'CudaMergeStates.*' "$(left 60)"
   say "== the merge with the peers"
   timeout "$(left 90)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so \
     --json "$OUT/merge_states.json" > "$W/merge_bench.log" 2>&1

@@ -95,24 +95,6 @@ attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const Attentio
                                                         const AttentionState& out, int multiprocessors) {
   const int64_t B = out.o.shape[0], H = out.o.shape[1], N = out.o.shape[2], D = out.o.shape[3];
   attnfuse_kernels::MergeStatesParams p{};
-  if (forced_chunk() != 0) multiprocessors = 0;
-  auto allowed = [&](int elems) {
-    bool ok = elems <= (forced_chunk() != 0 ? forced_chunk() : 16) && D % elems == 0 && chunks_aligned(out, elems);
-    for (const AttentionState& s : states) ok = ok && chunks_aligned(s, elems);
-    return ok;
-  };
-  // The kernel's blocks at a width: whole rows of D / elems threads in kMergeStatesThreads.
-  auto blocks = [&](int elems) {
-    const int64_t chunks = std::clamp<int64_t>(D / elems, 1, codegen::cuda::kMergeStatesThreads);
-    const int64_t rows_per_block = codegen::cuda::kMergeStatesThreads / chunks;
-    return (B * H * N + rows_per_block - 1) / rows_per_block;
-  };
-  int chunk = 1;
-  for (int elems : {16, 8, 4}) {
-    if (!allowed(elems)) continue;
-    chunk = elems;  // the narrowest allowed so far
-    if (blocks(elems) >= multiprocessors) break;
-  }
   for (size_t k = 0; k < states.size(); ++k) p.states[k] = device_state(states[k]);
   p.out = device_state(out);
   p.num_states = static_cast<int>(states.size());
@@ -120,7 +102,22 @@ attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const Attentio
   p.heads = static_cast<int>(H);
   p.len = static_cast<int>(N);
   p.rows = static_cast<int>(B * H * N);
-  p.vec = chunk == 16 ? 3 : chunk == 8 ? 2 : chunk == 4 ? 1 : 0;
+  if (forced_chunk() != 0) multiprocessors = 0;
+  auto allowed = [&](int elems) {
+    bool ok = elems <= (forced_chunk() != 0 ? forced_chunk() : 16) && D % elems == 0 && chunks_aligned(out, elems);
+    for (const AttentionState& s : states) ok = ok && chunks_aligned(s, elems);
+    return ok;
+  };
+  // Chunk codes 3, 2, 1 (16, 8, 4 elements), widest first, each launch's blocks from the kernel's
+  // launch shape; p keeps the narrowest allowed so far.
+  p.vec = 0;
+  for (int vec = 3; vec >= 1; --vec) {
+    if (!allowed(attnfuse_kernels::merge_chunk_elems(vec))) continue;
+    p.vec = vec;
+    if (attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads) >=
+        static_cast<unsigned>(multiprocessors))
+      break;
+  }
   return p;
 }
 
