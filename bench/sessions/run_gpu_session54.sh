@@ -13,7 +13,8 @@
 #   4. when at least 150 s are left (or ONLY_MERGE=1, which skips 1 and 2): the merge A/B, two
 #      interleaved rounds of bench/gpu_merge_states.py --ours-only (validated first) over
 #      MERGE_VARIANTS: head (46aa670's library), new (this build), new8 or wN
-#      (ATTNFUSE_CUDA_MERGE_CHUNK=8 or N), or a kernel dir (cs: streaming loads and stores); with
+#      (ATTNFUSE_CUDA_MERGE_CHUNK=8 or N), nopdl (ATTNFUSE_CUDA_PDL=0: the merges in stream order,
+#      session 55), or a kernel dir (cs: streaming loads and stores); with
 #      GRAPH=1 each timed as CUDA graphs (--graph), and the peers run both ways;
 #      then CudaMergeStates.* under compute-sanitizer memcheck, and the bench with the peers.
 # CAP bounds the whole (default 560 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
@@ -68,6 +69,7 @@ if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
         new) ;;
         new8) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=8) ;;
         w*) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=${v#w}) ;;  # that width wherever the rows allow it
+        nopdl) knobs=(ATTNFUSE_CUDA_PDL=0) ;;
         *) knobs=(ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/merge_variants/$v) ;;
       esac
       env "${knobs[@]}" timeout "$(left 40)" python3 bench/gpu_merge_states.py --lib "$lib" --ours-only \

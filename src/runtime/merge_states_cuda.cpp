@@ -16,6 +16,7 @@
 #include "codegen/cuda/emit.hpp"
 #include "common/merge_check.hpp"
 #include "runtime/cuda_backend.hpp"
+#include "runtime/cuda_knobs.hpp"
 #include "runtime/stream_workspace.hpp"
 
 namespace attnfuse::runtime {
@@ -80,13 +81,17 @@ int forced_chunk() {
   return value;
 }
 
-// One launch: out = merge(states), at most kMergeStatesPerLaunch of them.
+// One launch: out = merge(states), at most kMergeStatesPerLaunch of them. It launches as a
+// programmatic dependent (sm_90+, unless ATTNFUSE_CUDA_PDL=0): the kernel waits for the kernel
+// before it in the stream (griddepcontrol.wait) before its first load, so its blocks may be
+// scheduled while that kernel's last blocks finish, and the second level of a two-level merge
+// while the first level's do.
 void launch_merge(std::span<const AttentionState> states, const AttentionState& out, CUstream stream) {
   attnfuse_kernels::MergeStatesParams p = merge_states_params(states, out, device_info().multiprocessors);
   const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
   void* params[] = {&p};
-  launch_kernel(merge_function(p.vec), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, false,
-                "cuLaunchKernel (merge_states)");
+  launch_kernel(merge_function(p.vec), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params,
+                dependent_launch_enabled(), "cuLaunchKernel (merge_states)");
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ struct MergeStatesKernel {
   // One entry per chunk width kW = the elements of p.vec's chunk (16, 8, 4 or 1).
   template <int kW>
   static __device__ void run(const MergeStatesParams& p) {
-    grid_dependency_wait();  // launched in stream order today; a dependent launch would be safe
+    grid_dependency_wait();  // a programmatic dependent: nothing is read before this
     allow_dependent_launch();
     const float ninf = __int_as_float(0xff800000u), qnan = __int_as_float(0x7fc00000);
     const unsigned t = threadIdx.x, r = divide(t, p.chunks_div), c = t - r * (unsigned)p.chunks;
