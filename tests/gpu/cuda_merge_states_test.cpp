@@ -1,8 +1,8 @@
 // merge_states on the GPU (runtime/merge_states_cuda.cpp, kernels/merge_states.cuh): the CPU
 // merge's results on the same states (common/merge_cases.hpp: mixed dtypes, padded rows, strided
-// LSEs, empty and NaN rows, in place, one launch and two levels); and a cascade, attention over a
-// shared prefix and over a suffix merged on the device, against the float64 reference of the
-// attention over both.
+// LSEs, empty and NaN rows, in place, one launch and two levels); a chain of in-place merges on one
+// stream; and a cascade, attention over a shared prefix and over a suffix merged on the device,
+// against the float64 reference of the attention over both.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -79,6 +79,34 @@ TEST_F(CudaMergeStates, MergesLikeTheCpu) {
     merge_on_device(p);
     EXPECT_TRUE(test::merge_matches(p));
   }
+}
+
+// Eight merges on one stream, each into state 0 in place, so each reads what the one before wrote
+// (on sm_90+ they launch as programmatic dependents: a merge that read before the previous one
+// finished would see its poisoned NaN rows or stale rows). The chain rounds state 0 to fp32 at every
+// step, so it gets eight steps' roundings against the CPU's merge of all nine at once, and an
+// absolute 2e-5 (O is in [-2, 2]; the CPU's own chain of these merges reached 4e-6 at most over five
+// seeds, and fails the one-step tolerance).
+TEST_F(CudaMergeStates, ChainedMergesSeeEachOthersWrites) {
+  TRACE_SEED();
+  std::mt19937 rng(static_cast<uint32_t>(seed_));
+  using enum DType;
+  std::vector<DType> dtypes(9, BF16);
+  dtypes[0] = F32;
+  const MergeCase c{2, 32, 257, 128, dtypes, F32, 0, false, 0};
+  test::MergeProblem p = test::make_merge_problem(c, rng);
+  std::vector<DeviceBuffer> o, lse;
+  std::vector<AttentionState> views;
+  for (auto& s : p.states) {
+    o.push_back(gpu_test::upload(s.o_data(), s.o_bytes()));
+    lse.push_back(gpu_test::upload(s.lse));
+    views.push_back(s.view(c, o.back().get(), static_cast<float*>(lse.back().get())));
+  }
+  for (size_t k = 1; k < views.size(); ++k)
+    runtime::merge_states_cuda(std::vector<AttentionState>{views[0], views[k]}, views[0], nullptr);
+  o[0].download(p.states[0].o_data());
+  lse[0].download(p.states[0].lse.data());
+  EXPECT_TRUE(test::merge_matches(p, 16, 2e-5));
 }
 
 TEST_F(CudaMergeStates, RefusedBeforeAnyLaunch) {
