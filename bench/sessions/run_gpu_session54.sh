@@ -14,7 +14,8 @@
 #      interleaved rounds of bench/gpu_merge_states.py --ours-only (validated first) over
 #      MERGE_VARIANTS: head (46aa670's library), new (this build), new8 or wN
 #      (ATTNFUSE_CUDA_MERGE_CHUNK=8 or N), nopdl (ATTNFUSE_CUDA_PDL=0: the merges in stream order,
-#      session 55), or a kernel dir (cs: streaming loads and stores); with
+#      session 55), half (ATTNFUSE_CUDA_MERGE_HALF=1: the 16-bit states' entry, session 55; the
+#      merge tests then run with it first), or a kernel dir (cs: streaming loads and stores); with
 #      GRAPH=1 each timed as CUDA graphs (--graph), and the peers run both ways;
 #      then CudaMergeStates.* under compute-sanitizer memcheck, and the bench with the peers.
 # CAP bounds the whole (default 560 s). Digest $OUT/digest.txt, logs in $OUT/logs.tgz.
@@ -61,6 +62,9 @@ if [ -n "${REPLAY_SEED:-}" ]; then
 fi
 if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
   say "== 4. merge A/B: ${MERGE_VARIANTS:=head new new8 cs}"
+  if [[ " $MERGE_VARIANTS " == *" half "* ]]; then
+    ATTNFUSE_CUDA_MERGE_HALF=1 gpu_tests merge_half 'CudaMergeStates.*' "$(left 60)"
+  fi
   for round in 1 2; do
     for v in $MERGE_VARIANTS; do
       lib=.devcarry/lib/libattnfuse_c.so knobs=()
@@ -70,6 +74,7 @@ if [ -n "${ONLY_MERGE:-}" ] || [ "$(left 999)" -ge 150 ]; then
         new8) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=8) ;;
         w*) knobs=(ATTNFUSE_CUDA_MERGE_CHUNK=${v#w}) ;;  # that width wherever the rows allow it
         nopdl) knobs=(ATTNFUSE_CUDA_PDL=0) ;;
+        half) knobs=(ATTNFUSE_CUDA_MERGE_HALF=1) ;;
         *) knobs=(ATTNFUSE_KERNEL_DIR=$PWD/.devcarry/merge_variants/$v) ;;
       esac
       env "${knobs[@]}" timeout "$(left 40)" python3 bench/gpu_merge_states.py --lib "$lib" --ours-only \

@@ -158,6 +158,11 @@ bool decode_producer_enabled() {
   return on;
 }
 
+bool merge_half_entry_enabled() {
+  static const bool on = knob_opted_in("ATTNFUSE_CUDA_MERGE_HALF");
+  return on;
+}
+
 bool wgmma_producer_enabled() {
   static const bool on = knob_on("ATTNFUSE_CUDA_WGMMA_PRODUCER");
   return on;

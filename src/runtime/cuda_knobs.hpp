@@ -67,6 +67,10 @@ Sparse64Rows sparse_64_rows_mode();
 // ATTNFUSE_CUDA_DECODE_PRODUCER=1 gives Hopper's TMA decode tiles a producer warp that issues
 // their copies (TileConfig::producer_warp): an experiment, off by default until measured.
 bool decode_producer_enabled();
+// ATTNFUSE_CUDA_MERGE_HALF=1 gives merges of 16-bit states in chunks of 16 their own entry, which
+// holds the loaded words instead of floats (merge_states_entry): an experiment, off by default
+// until timed on an H200.
+bool merge_half_entry_enabled();
 // ATTNFUSE_CUDA_WGMMA_PRODUCER=0 takes the Hopper wgmma prefill tile's producer warpgroup away
 // (TileConfig::producer_warp, set by passes::cuda_arch_tile): its loader is then a thread of
 // warpgroup 1, as before the seventeenth session.

@@ -24,15 +24,15 @@ namespace {
 
 static_assert(kMergeStatesPerLaunch == attnfuse_kernels::kMergeMaxStates);
 
-// The merge kernels of the current device (one per chunk code vec), compiled (or read from the
-// disk cache) and loaded once.
-CUfunction merge_function(int vec) {
-  using Entries = std::array<CUfunction, 4>;
+// The merge kernels of the current device (one per entry: chunk codes 0-3 and the 16-bit one),
+// compiled (or read from the disk cache) and loaded once.
+CUfunction merge_function(int entry) {
+  using Entries = std::array<CUfunction, codegen::cuda::kMergeEntries>;
   static std::mutex mu;
   static std::unordered_map<int, Entries> loaded;  // by arch
   const int arch = device_info().arch();
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = loaded.find(arch); it != loaded.end()) return it->second[static_cast<size_t>(vec)];
+  if (auto it = loaded.find(arch); it != loaded.end()) return it->second[static_cast<size_t>(entry)];
   if (arch < 80)
     throw Error(ErrorCode::Unsupported,
                 fmt::format("the CUDA backend needs sm_80 or newer; {} is sm_{}", device_info().name, arch));
@@ -41,10 +41,10 @@ CUfunction merge_function(int vec) {
   CUmodule module = nullptr;
   check(d.cuModuleLoadData(&module, bin.cubin.data()), "cuModuleLoadData (merge_states)");
   Entries f{};
-  for (int v = 0; v < 4; ++v)
-    check(d.cuModuleGetFunction(&f[static_cast<size_t>(v)], module, codegen::cuda::merge_states_entry_name(v).c_str()),
+  for (int e = 0; e < codegen::cuda::kMergeEntries; ++e)
+    check(d.cuModuleGetFunction(&f[static_cast<size_t>(e)], module, codegen::cuda::merge_states_entry_name(e).c_str()),
           "cuModuleGetFunction (merge_states)");
-  return loaded.emplace(arch, f).first->second[static_cast<size_t>(vec)];
+  return loaded.emplace(arch, f).first->second[static_cast<size_t>(entry)];
 }
 
 int dtype_code(DType t) {
@@ -90,7 +90,7 @@ void launch_merge(std::span<const AttentionState> states, const AttentionState& 
   attnfuse_kernels::MergeStatesParams p = merge_states_params(states, out, device_info().multiprocessors);
   const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
   void* params[] = {&p};
-  launch_kernel(merge_function(p.vec), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params,
+  launch_kernel(merge_function(merge_states_entry(p, merge_half_entry_enabled())), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params,
                 dependent_launch_enabled(), "cuLaunchKernel (merge_states)");
 }
 
@@ -124,6 +124,12 @@ attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const Attentio
       break;
   }
   return p;
+}
+
+int merge_states_entry(const attnfuse_kernels::MergeStatesParams& p, bool half) {
+  bool all_half = p.vec == 3;
+  for (int k = 0; k < p.num_states; ++k) all_half = all_half && p.states[k].dtype != attnfuse_kernels::kMergeF32;
+  return half && all_half ? codegen::cuda::kMergeHalfEntry : p.vec;
 }
 
 void merge_states_cuda(std::span<const AttentionState> states, const AttentionState& out, CUstream stream) {

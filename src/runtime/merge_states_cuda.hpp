@@ -24,6 +24,11 @@ inline constexpr int kMergeStatesMax = kMergeStatesPerLaunch * kMergeStatesPerLa
 attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const AttentionState> states,
                                                         const AttentionState& out, int multiprocessors = 0);
 
+// The module entry that runs p (codegen::cuda::merge_states_entry_name): p.vec's, or with `half`
+// (ATTNFUSE_CUDA_MERGE_HALF=1, an experiment until it is timed on an H200) the entry of chunks of
+// 16 over 16-bit states when p takes chunks of 16 and every state is bf16 or fp16. No GPU needed.
+int merge_states_entry(const attnfuse_kernels::MergeStatesParams& p, bool half);
+
 // out = merge(states) on `stream`; every pointer is device memory. Validates first (Error before
 // any launch: the CPU's errors, and Unsupported past kMergeStatesMax states); asynchronous.
 // Compiles the module on first use (NVRTC, through the disk cache).

@@ -1,9 +1,10 @@
 // The merge_states kernel of merge_states.cuh run as a whole grid on the host
 // (codegen/kernel_host.hpp), against the CPU's merge_states on the same states
 // (common/merge_cases.hpp), with the runtime's parameters: mixed dtypes, padded O rows and strided
-// LSEs, the four load paths (sixteen, eight, four and one element a thread), rows empty in some states
-// (their O rows NaN, so counting one fails), rows empty in all, NaN LSEs, 32 states, and in-place
-// merges. CI has no GPU; tests/gpu/cuda_merge_states_test.cpp runs it on one, through the runtime.
+// LSEs, the four load paths (sixteen, eight, four and one element a thread) and the entry of chunks
+// of 16 over 16-bit states, rows empty in some states (their O rows NaN, so counting one fails),
+// rows empty in all, NaN LSEs, 32 states, and in-place merges. CI has no GPU;
+// tests/gpu/cuda_merge_states_test.cpp runs it on one, through the runtime.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -21,8 +22,9 @@ namespace {
 using test::MergeCase;
 
 // vec: 3 the sixteen-element path, 2 the eight-element one, 1 the four-element one, 0 one element
-// (the runtime takes the widest every row allows; the case must allow it).
-void check_case(const MergeCase& c, int vec, std::mt19937& rng) {
+// (the runtime takes the widest every row allows; the case must allow it). half: the entry of
+// chunks of 16 over 16-bit states (vec 3, every state bf16 or fp16).
+void check_case(const MergeCase& c, int vec, std::mt19937& rng, bool half = false) {
   SCOPED_TRACE(test::merge_case_name(c));
   test::MergeProblem p = test::make_merge_problem(c, rng);
   const std::vector<AttentionState> states = p.state_views();
@@ -32,6 +34,7 @@ void check_case(const MergeCase& c, int vec, std::mt19937& rng) {
   const unsigned blocks = attnfuse_kernels::merge_states_shape(params, codegen::cuda::kMergeStatesThreads);
   using Kernel = attnfuse_kernels::MergeStatesKernel<codegen::cuda::kMergeStatesThreads>;
   attnfuse_host_cuda::launch_on_host(blocks, codegen::cuda::kMergeStatesThreads, [&] {
+    if (half) return Kernel::run<16, true>(params);
     switch (vec) {
       case 3: return Kernel::run<16>(params);
       case 2: return Kernel::run<8>(params);
@@ -69,6 +72,18 @@ TEST(MergeStatesKernelOnHost, MergesLikeTheCpu) {
   check_case({1, 2, 5, 0, {F32, BF16}, F32}, 0, rng);
 }
 
+// The entry of chunks of 16 over 16-bit states (ATTNFUSE_CUDA_MERGE_HALF=1): the loaded words are
+// converted as they are weighted, each with its own state's dtype.
+TEST(MergeStatesKernelOnHost, SixteenBitStatesEntryMergesLikeTheCpu) {
+  std::mt19937 rng(59);
+  using enum DType;
+  check_case({2, 4, 5, 128, {BF16, BF16}, BF16}, 3, rng, true);                    // a cascade
+  check_case({1, 3, 7, 64, {BF16, F16, BF16}, F32, 8}, 3, rng, true);             // mixed, padded, fp32 out
+  check_case({1, 7, 9, 64, {BF16, F16, BF16, F16, BF16}, F16}, 3, rng, true);     // three batches
+  check_case({1, 3, 6, 64, {BF16, BF16, F16}, BF16, 0, false, 0}, 3, rng, true);  // in place
+  check_case({1, 2, 3, 256, {F16}, F16}, 3, rng, true);                           // one state, D 256
+}
+
 // The runtime's chunk width: of those every O row allows (its alignment in units of 16 bytes, 8 bytes
 // for 16-bit chunks of 4, and the head dim a multiple of it), the widest that fills the SMs.
 TEST(MergeStatesKernelOnHost, RuntimeTakesTheWidestChunkTheRowsAllow) {
@@ -100,6 +115,13 @@ TEST(MergeStatesKernelOnHost, RuntimeTakesTheWidestChunkTheRowsAllow) {
   EXPECT_EQ(runtime::merge_states_params(states, out, 65).vec, 2);
   EXPECT_EQ(runtime::merge_states_params(states, out, 132).vec, 1);
   EXPECT_EQ(runtime::merge_states_params(states, out, 257).vec, 1);
+  // The 16-bit entry, when asked for: chunks of 16 and every state 16-bit.
+  EXPECT_EQ(runtime::merge_states_entry(runtime::merge_states_params(states, out, 64), true),
+            codegen::cuda::kMergeHalfEntry);
+  EXPECT_EQ(runtime::merge_states_entry(runtime::merge_states_params(states, out, 64), false), 3);
+  EXPECT_EQ(runtime::merge_states_entry(runtime::merge_states_params(states, out, 65), true), 2);
+  test::MergeProblem f = test::make_merge_problem({4, 4, 128, 128, {BF16, F32}, BF16}, rng);
+  EXPECT_EQ(runtime::merge_states_entry(runtime::merge_states_params(f.state_views(), f.out.view(f.c), 64), true), 3);
   // A pitch of 68 bf16 allows chunks of 4 only, whatever the SMs.
   test::MergeProblem q = test::make_merge_problem({4, 4, 128, 64, {BF16, BF16}, BF16, 4}, rng);
   EXPECT_EQ(runtime::merge_states_params(q.state_views(), q.out.view(q.c), 1).vec, 1);

@@ -263,7 +263,7 @@ TEST(NvrtcCompile, RopeVariantsCompileWithoutSpills) { expect_compiles_without_s
 TEST(NvrtcCompile, DecodeAndPagedVariantsCompileWithoutSpills) { expect_compiles_without_spills(Group::Decode); }
 
 // The merge_states module (one per architecture, every dtype at run time, an entry per chunk
-// width) compiles to both cubins without spills.
+// width and one for 16-bit states) compiles to both cubins without spills.
 TEST(NvrtcCompile, MergeStatesModuleCompilesWithoutSpills) {
   std::string why;
   if (!runtime::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;

@@ -21,6 +21,10 @@ inline constexpr int kCombineThreads = 128;
 // merge_states on CUDA: a module of its own (emit_merge_states), blocks of whole rows, one entry
 // per chunk width (merge_states_entry_name).
 inline constexpr int kMergeStatesThreads = 256;
+// Its entries: chunk codes 0-3 (MergeStatesParams::vec), and kMergeHalfEntry, chunks of 16 over
+// 16-bit states only (MergeStatesKernel::run's kHalf).
+inline constexpr int kMergeHalfEntry = 4;
+inline constexpr int kMergeEntries = 5;
 
 // One embedded header: the include name NVRTC sees and its text.
 struct EmbeddedHeader {
@@ -41,8 +45,9 @@ std::string emit_forward(const KernelSpec& spec);
 // per chunk width, so each path gets the registers it needs, not the widest one's (dtypes and
 // sizes are run-time values: one module per arch).
 std::string emit_merge_states();
-// The entry of chunk code `vec` (MergeStatesParams::vec, 0-3: chunks of 1, 4, 8 or 16 elements).
-std::string merge_states_entry_name(int vec);
+// The entry of chunk code `entry` (MergeStatesParams::vec, 0-3: chunks of 1, 4, 8 or 16
+// elements), or of kMergeHalfEntry.
+std::string merge_states_entry_name(int entry);
 
 // Throws Error(Unsupported) with a clear message when this kernel family cannot run `spec`.
 void check_supported(const KernelSpec& spec);

@@ -72,6 +72,16 @@ struct MergeStatesKernel {
       }
     }
   }
+  // kW (8 or 16) 16-bit elements at `off` of state s as loaded, two to a word (16-byte loads).
+  template <int kW>
+  static __device__ __forceinline__ void load_words(const MergeState& s, af_i64 off, u32 (&w)[kW / 2]) {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const u16*>(s.o) + off);
+#pragma unroll
+    for (int q = 0; q < kW / 8; ++q) {
+      const uint4 x = src[q];
+      w[4 * q] = x.x, w[4 * q + 1] = x.y, w[4 * q + 2] = x.z, w[4 * q + 3] = x.w;
+    }
+  }
   template <int kW>
   static __device__ __forceinline__ void store(const MergeState& s, af_i64 off, const float (&v)[kW]) {
     if (s.dtype == kMergeF32) {
@@ -107,8 +117,11 @@ struct MergeStatesKernel {
   }
 
   // The row's merged LSE terms, and its chunks of kW elements at d, d + stride, ... (one pass with
-  // no chunk when the head dim is 0). m, sum and nan describe the row when it returns.
-  template <int kW>
+  // no chunk when the head dim is 0). m, sum and nan describe the row when it returns. kHalf: every
+  // state is bf16 or fp16 (kW 8 or 16), so a state's chunk stays as its kW / 2 loaded words until
+  // it is weighted, not kW floats: 62 registers instead of 76 at kW = 16 on sm_90, four blocks
+  // per SM instead of three (an entry of its own; ATTNFUSE_CUDA_MERGE_HALF=1 takes it).
+  template <int kW, bool kHalf = false>
   static __device__ __forceinline__ void merge_row(const MergeStatesParams& p, unsigned b, unsigned h, unsigned i,
                                                    int d, int stride, float& m, float& sum, bool& nan) {
     const float ninf = __int_as_float(0xff800000u), qnan = __int_as_float(0x7fc00000);
@@ -120,16 +133,25 @@ struct MergeStatesKernel {
       for (int e = 0; e < kW; ++e) acc[e] = 0.f;
       m = ninf, sum = 0.f, nan = false;
       for (int k0 = 0; k0 < n; k0 += kBatch) {
-        float l[kBatch], v[kBatch][kW];
+        float l[kBatch], v[kHalf ? 1 : kBatch][kHalf ? 1 : kW];
+        u32 raw[kHalf ? kBatch : 1][kHalf ? kW / 2 : 1];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           l[j] = ninf;
+          if constexpr (kHalf) {
 #pragma unroll
-          for (int e = 0; e < kW; ++e) v[j][e] = 0.f;
+            for (int e = 0; e < kW / 2; ++e) raw[j][e] = 0u;
+          } else {
+#pragma unroll
+            for (int e = 0; e < kW; ++e) v[j][e] = 0.f;
+          }
           if (k0 + j < n) {
             const MergeState& s = p.states[k0 + j];
             l[j] = s.lse[lse_offset(s, b, h, i)];
-            if (has_o) load<kW>(s, o_offset(s, b, h, i) + d, v[j]);
+            if (has_o) {
+              if constexpr (kHalf) load_words<kW>(s, o_offset(s, b, h, i) + d, raw[j]);
+              else load<kW>(s, o_offset(s, b, h, i) + d, v[j]);
+            }
           }
         }
         // The batch joins the running maximum, rescaling what was summed so far; e^{LSE_k - m}
@@ -153,8 +175,15 @@ struct MergeStatesKernel {
           if (!(l[j] > ninf)) continue;  // -inf, NaN or past the last state
           const float w = __expf(l[j] - m);
           sum += w;
+          if constexpr (kHalf) {
+            const int dtype = p.states[k0 + j].dtype;
 #pragma unroll
-          for (int e = 0; e < kW; ++e) acc[e] += w * v[j][e];
+            for (int e = 0; e < kW; ++e)
+              acc[e] += w * half_to_float(dtype, (u16)(e % 2 ? raw[j][e / 2] >> 16 : raw[j][e / 2] & 0xffffu));
+          } else {
+#pragma unroll
+            for (int e = 0; e < kW; ++e) acc[e] += w * v[j][e];
+          }
         }
       }
       if (!has_o) return;
@@ -171,9 +200,11 @@ struct MergeStatesKernel {
     return (__umulhi(n, d.mul) + n) >> d.shift;
   }
 
-  // One entry per chunk width kW = the elements of p.vec's chunk (16, 8, 4 or 1).
-  template <int kW>
+  // One entry per chunk width kW = the elements of p.vec's chunk (16, 8, 4 or 1), and one for
+  // chunks of 16 over 16-bit states only (kHalf).
+  template <int kW, bool kHalf = false>
   static __device__ void run(const MergeStatesParams& p) {
+    static_assert(!kHalf || kW == 8 || kW == 16, "16-bit words are loaded 16 bytes at a time");
     grid_dependency_wait();  // a programmatic dependent: nothing is read before this
     allow_dependent_launch();
     const float ninf = __int_as_float(0xff800000u), qnan = __int_as_float(0x7fc00000);
@@ -184,7 +215,7 @@ struct MergeStatesKernel {
     const unsigned b = divide(bh, p.heads_div), h = bh - b * (unsigned)p.heads;
     float m = ninf, sum = 0.f;
     bool nan = false;
-    if (active) merge_row<kW>(p, b, h, i, (int)c * kW, p.chunks * kW, m, sum, nan);
+    if (active) merge_row<kW, kHalf>(p, b, h, i, (int)c * kW, p.chunks * kW, m, sum, nan);
     // Every thread of the block's rows has read their LSEs (out may be one of the states).
     __syncthreads();
     if (active && c == 0)
