@@ -90,8 +90,9 @@ void launch_merge(std::span<const AttentionState> states, const AttentionState& 
   attnfuse_kernels::MergeStatesParams p = merge_states_params(states, out, device_info().multiprocessors);
   const unsigned grid[3] = {attnfuse_kernels::merge_states_shape(p, codegen::cuda::kMergeStatesThreads), 1, 1};
   void* params[] = {&p};
-  launch_kernel(merge_function(merge_states_entry(p, merge_half_entry_enabled())), grid, codegen::cuda::kMergeStatesThreads, 0, stream, params,
-                dependent_launch_enabled(), "cuLaunchKernel (merge_states)");
+  const CUfunction f = merge_function(merge_states_entry(p, merge_half_entry_enabled()));
+  launch_kernel(f, grid, codegen::cuda::kMergeStatesThreads, 0, stream, params, dependent_launch_enabled(),
+                "cuLaunchKernel (merge_states)");
 }
 
 }  // namespace
@@ -127,9 +128,10 @@ attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const Attentio
 }
 
 int merge_states_entry(const attnfuse_kernels::MergeStatesParams& p, bool half) {
-  bool all_half = p.vec == 3;
-  for (int k = 0; k < p.num_states; ++k) all_half = all_half && p.states[k].dtype != attnfuse_kernels::kMergeF32;
-  return half && all_half ? codegen::cuda::kMergeHalfEntry : p.vec;
+  if (!half || p.vec != 3) return p.vec;
+  for (int k = 0; k < p.num_states; ++k)
+    if (p.states[k].dtype == attnfuse_kernels::kMergeF32) return p.vec;
+  return codegen::cuda::kMergeHalfEntry;
 }
 
 void merge_states_cuda(std::span<const AttentionState> states, const AttentionState& out, CUstream stream) {

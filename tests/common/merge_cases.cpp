@@ -81,12 +81,13 @@ MergeProblem make_merge_problem(const MergeCase& c, std::mt19937& rng) {
   const MergeCase& c = p.c;
   const AttentionState want = p.expected.view(c), got = p.target().view(c);
   const int mantissa = c.out_dtype == DType::BF16 ? 7 : c.out_dtype == DType::F16 ? 10 : 20;
+  const float lse_tol = 1e-6f * static_cast<float>(roundings);  // relative
   for (int64_t r = 0; r < c.B * c.H * c.N; ++r) {
     const int64_t i = r % c.N, h = (r / c.N) % c.H, b = r / (c.N * c.H);
     const float wl = lse_at(want, b, h, i), gl = lse_at(got, b, h, i);
     const bool lse_ok = std::isnan(wl) ? std::isnan(gl)
                         : std::isinf(wl) ? gl == wl
-                                         : std::fabs(gl - wl) <= 1e-6f * static_cast<float>(roundings) * std::max(1.f, std::fabs(wl));
+                                         : std::fabs(gl - wl) <= lse_tol * std::max(1.f, std::fabs(wl));
     if (!lse_ok) return ::testing::AssertionFailure() << "row " << r << ": LSE " << gl << ", want " << wl;
     for (int64_t d = 0; d < c.D + c.pad; ++d) {
       if (d >= c.D) {  // padding: untouched
