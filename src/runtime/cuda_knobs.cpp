@@ -173,6 +173,11 @@ bool dependent_launch_enabled() {
   return on;
 }
 
+bool early_l2_enabled() {
+  static const bool on = knob_on("ATTNFUSE_CUDA_EARLY_L2");
+  return on;
+}
+
 bool nvrtc_lineinfo_enabled() {
   static const bool on = knob_opted_in("ATTNFUSE_NVRTC_LINEINFO");
   return on;

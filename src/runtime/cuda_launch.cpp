@@ -115,6 +115,7 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.page_shift = std::has_single_bit(ps) ? std::countr_zero(ps) : -1;
     p.q_offset_given = args.q_offset.has_value();
     p.page_table_settled = pk.table_settled;
+    p.page_ids = static_cast<int>(std::min<size_t>(pk.page_indices.size(), INT32_MAX));  // a bound, not a count
   } else {
     p.k = args.k.data;
     p.v = args.v.data;
@@ -276,6 +277,8 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
                  encode_tile_map(p.tma_v, p.v, spec_.dtype, B, Hkv, Nk, spec_.head_dim, p.v_stride, bn, l2);
     }
   }
+  // Early L2 hints pay only where the block waits for a kernel ahead: as a programmatic dependent.
+  p.early_l2 = p.tma_kv && pl.dependent_launch && early_l2_enabled();
   p.num_splits = pl.num_splits;
   const int64_t rows = B * Hq * Nq;
   // Partial rows (O and LSE) and merge counters: split-KV's S x rows with a counter per tile when

@@ -349,6 +349,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     const auto pks = pk.strides(pk.k_pages), pvs = pk.strides(pk.v_pages);
     for (int i = 0; i < 3; ++i) p.page_stride_k[i] = pks[size_t(i)], p.page_stride_v[i] = pvs[size_t(i)];
     p.page_indices = indices.data(), p.page_indptr = indptr.data(), p.last_page_len = last.data();
+    p.page_ids = static_cast<int>(indices.size());
     p.page_size = page_size;
     p.page_shift = std::has_single_bit(unsigned(page_size)) ? std::countr_zero(unsigned(page_size)) : -1;
     p.len_k = 0;  // each sequence's own, from its pages
@@ -486,6 +487,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
                  host_tile_map(p.tma_v, p.v, B, Hkv, Nk, D, p.v_stride, Spec::kBlockN);
     }
     ASSERT_TRUE(p.tma_kv) << "the copy engine refused the test's tensors";
+    p.early_l2 = 1;  // as a programmatic dependent (the kernel takes it where it applies: kEarlyL2)
   }
 
   attnfuse_host_cuda::lag = call.lag;

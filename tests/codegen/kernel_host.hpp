@@ -491,8 +491,8 @@ inline void cp_async_wait() {
 }
 inline float fast_exp2(float x) { return std::exp2(x); }
 inline float fast_tanh(float x) { return std::tanh(x); }
-inline void prefetch_l2(const void*) {}
-// A hint on the GPU; here it reads its byte, so a prefetch outside the tensor fails under ASan.
+// Hints on the GPU; here they read their byte, so a prefetch outside the tensor fails under ASan.
+inline void prefetch_l2(const void* a) { (void)*static_cast<const volatile char*>(a); }
 inline void prefetch_l1(const void* a) { (void)*static_cast<const volatile char*>(a); }
 inline int ld_keep_in_l2(const int* a) { return *a; }
 // Blocks run one after another, so the count needs no atomicity; its order is the program's.

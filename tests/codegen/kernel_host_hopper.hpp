@@ -222,6 +222,15 @@ inline void setmaxnreg_inc() {}
 template <int NT>
 inline void fence_operands(float (&)[NT][4]) {}
 inline void tma_prefetch_map(const void*) {}
+// An L2 hint: nothing lands anywhere. The copy engine bounds a box by the map, but a hint for a
+// box that starts outside the tensor's head, batch or rows is a kernel's wrong tile.
+inline void tma_prefetch_l2_4d(const void* tensor_map, int c0, int c1, int c2, int c3) {
+  const auto& m = *static_cast<const attnfuse_host_cuda::HostTensorMap*>(tensor_map);
+  const long long c[4] = {c0, c1, c2, c3};
+  for (int i = 0; i < 4; ++i)
+    if (c[i] < 0 || static_cast<unsigned long long>(c[i]) >= m.dims[i])
+      attnfuse_host_cuda::emulation_fault("an L2 hint for a box outside the tensor");
+}
 
 inline void mbar_init(u32 bar, int count) {
   attnfuse_host_cuda::Internal internal;  // (the kernels publish the init with a block barrier)

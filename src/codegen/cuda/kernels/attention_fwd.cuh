@@ -739,6 +739,32 @@ struct FwdKernel {
   // Nothing else is read early: K, V and Q may be that kernel's output (a cache append). Paged
   // calls take no documents or block masks, whose offsets init() would also read.
   static constexpr bool kSettledTable = Spec::kPagedKV && !Spec::kDocument && !Spec::kBlockSparse;
+  // A decode tile by TMA whose launch is a programmatic dependent (FwdParams::early_l2) asks L2
+  // for its first kStages K/V tiles and its Q rows before it waits for the kernel ahead, so its
+  // first copies find them there instead of one DRAM latency after the wait. Hints are safe there
+  // even where that kernel writes what they name (a cache append, a RoPE): its stores land in L2.
+  // Contiguous K/V: init() reads no device memory, so the block knows its tiles that early. Paged
+  // K/V with a settled table: init() runs early anyway. Paged K/V otherwise: the block guesses its
+  // pages from the table as it stands (a serving step's table is written before the layers run,
+  // so the guess is nearly always right), its reads bounded by the table's size and made past L1
+  // (ld_keep_in_l2), then reads the table again after the wait, from L2.
+  static constexpr bool kEarlyL2 = kTmaDecode && !Spec::kDocument && !Spec::kBlockSparse;
+
+  // kEarlyL2's hints for the first kStages K/V tiles (contiguous: thread 0; paged: a thread per
+  // box) and the lines of the block's Q rows. w may be a guess (paged K/V, the table unsettled).
+  static __device__ __forceinline__ void early_l2(const FwdParams& p, const W& w) {
+    if constexpr (Spec::kPagedKV) {
+      const int boxes = kBN / p.tma_box_rows;  // per tile (the box divides the tile)
+      for (int c = threadIdx.x; c < kStages * boxes; c += blockDim.x)
+        if (w.it_begin + c / boxes < w.it_end) KV::prefetch_box_l2(p, w, w.tile(p, w.it_begin + c / boxes) * kBN + c % boxes * p.tma_box_rows);
+    } else if (threadIdx.x == 0) {
+      for (int s = 0; s < kStages && w.it_begin + s < w.it_end; ++s) KV::prefetch_kv_l2(p, w, w.tile(p, w.it_begin + s));
+    }
+    constexpr int kLines = kD * (int)sizeof(Element) / 128;  // 128-byte lines of a Q row
+    const int rows = w.rows - w.m0 < kBM ? w.rows - w.m0 : kBM;
+    for (int c = threadIdx.x; c < rows * kLines; c += blockDim.x)
+      prefetch_l2(w.q_row(p, w.m0 + c / kLines) + (c % kLines) * (128 / (int)sizeof(Element)));
+  }
 
   static __device__ void run(const FwdParams& p, char* smem_raw) {
     // The K/V tensor maps are fetched while the block waits for the grid ahead, not by its first
@@ -747,7 +773,16 @@ struct FwdKernel {
       if (threadIdx.x == 0 && p.tma_kv != 0) tma_prefetch_map(p.tma_k), tma_prefetch_map(p.tma_v);
     bool settled = false;
     if constexpr (kSettledTable) settled = p.page_table_settled != 0;
-    if (!settled) grid_dependency_wait();  // (the next grid is let in after the main loop, below)
+    // init() runs before the wait where it reads no table the grid ahead may write.
+    const bool hints = kEarlyL2 && p.early_l2 != 0 && p.tma_kv != 0;
+    const bool init_early = settled || (kEarlyL2 && !Spec::kPagedKV);
+    if (!init_early) {
+      if constexpr (kEarlyL2 && Spec::kPagedKV) {
+        W guess;  // from the table as it stands (kEarlyL2)
+        if (hints && guess.init(p)) early_l2(p, guess);
+      }
+      grid_dependency_wait();  // (the next grid is let in after the main loop, below)
+    }
     if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kQTile;  // kStages stages
@@ -755,6 +790,8 @@ struct FwdKernel {
     Element* sV = sK + kStages * kKVTile;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
+    if (init_early && hints) early_l2(p, w);
+    if constexpr (kEarlyL2 && !Spec::kPagedKV) grid_dependency_wait();
     // The computing warps copy the block's page ids (the producer warp points at them later).
     bool staged = false;
     if constexpr (KV::kPageList > 0)

@@ -197,6 +197,35 @@ struct KvCopy {
     }
   }
 
+  // Asks L2 for contiguous K/V tile nb, the boxes tma_kv copies (before the grid dependency wait:
+  // Kernel::run's kEarlyL2).
+  static __device__ __forceinline__ void prefetch_kv_l2(const FwdParams& p, const W& w, int nb) {
+    const int row = (int)w.k_row0 + nb * kBN;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb) {
+      tma_prefetch_l2_4d(p.tma_k, cb * 64, row, w.hk, w.b);
+      tma_prefetch_l2_4d(p.tma_v, cb * 64, row, w.hk, w.b);
+    }
+  }
+
+  // Asks L2 for the paged box of key j (its K and V, every column block) before the grid
+  // dependency wait. w may be a guess from a table the grid ahead is writing: the table entry read
+  // must lie in page_indices, and a page id outside the pages only names boxes the copy engine
+  // bounds by the map.
+  static __device__ __forceinline__ void prefetch_box_l2(const FwdParams& p, const W& w, int j) {
+    if (j >= w.len_k) return;
+    int slot, row;
+    w.page_pos(p, j, slot, row);
+    const af_i64 e = (w.pages - p.page_indices) + slot;
+    if (e < 0 || e >= p.page_ids) return;
+    const int page = ld_keep_in_l2(p.page_indices + e);
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb) {
+      tma_prefetch_l2_4d(p.tma_k, cb * 64, row, w.hk, page);
+      tma_prefetch_l2_4d(p.tma_v, cb * 64, row, w.hk, page);
+    }
+  }
+
   // TMA tiles of pages or documents: zeroes the V rows of tile n0 at and past the sequence's end
   // (stale stage bits, the last page's rows past its length, or the next document's rows), after
   // the stage's barrier and before the step's block barrier publishes them. K's rows there need

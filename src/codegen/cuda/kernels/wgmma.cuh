@@ -141,6 +141,17 @@ __device__ __forceinline__ void tma_prefetch_map(const void* tensor_map) {
 #endif
 }
 
+// Asks L2 for one box of a 4-D tensor map (coordinates innermost first), with no shared memory
+// and no barrier: a hint, so it may run before griddepcontrol.wait even where the grid ahead
+// writes the box (its stores land in L2, over what the hint brought).
+__device__ __forceinline__ void tma_prefetch_l2_4d(const void* tensor_map, int c0, int c1, int c2, int c3) {
+#ifdef ATTNFUSE_WGMMA
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(tensor_map), "r"(c0),
+               "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+#endif
+}
+
 // One box of a 4-D tensor map (coordinates innermost first) into shared memory at `dst`.
 __device__ __forceinline__ void tma_load_4d(u32 dst, const void* tensor_map, u32 bar, int c0, int c1, int c2,
                                             int c3) {
