@@ -115,7 +115,6 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
     p.page_shift = std::has_single_bit(ps) ? std::countr_zero(ps) : -1;
     p.q_offset_given = args.q_offset.has_value();
     p.page_table_settled = pk.table_settled;
-    p.page_ids = static_cast<int>(std::min<size_t>(pk.page_indices.size(), INT32_MAX));  // a bound, not a count
   } else {
     p.k = args.k.data;
     p.v = args.v.data;

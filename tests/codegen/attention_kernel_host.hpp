@@ -349,7 +349,6 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
     const auto pks = pk.strides(pk.k_pages), pvs = pk.strides(pk.v_pages);
     for (int i = 0; i < 3; ++i) p.page_stride_k[i] = pks[size_t(i)], p.page_stride_v[i] = pvs[size_t(i)];
     p.page_indices = indices.data(), p.page_indptr = indptr.data(), p.last_page_len = last.data();
-    p.page_ids = static_cast<int>(indices.size());
     p.page_size = page_size;
     p.page_shift = std::has_single_bit(unsigned(page_size)) ? std::countr_zero(unsigned(page_size)) : -1;
     p.len_k = 0;  // each sequence's own, from its pages

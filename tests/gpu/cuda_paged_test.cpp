@@ -195,11 +195,9 @@ TEST_F(CudaDecode, PagedTableWrittenByTheKernelAheadIsReadAfterIt) {
   // attention call over one key, whose O is its V row bit for bit, and that O is the paged call's
   // page_indptr: until it lands the buffer holds a stale table (every sequence half as long),
   // which a premature read would use. Each paged call must match the reference on the written
-  // table, and equal bit for bit the same call given that table directly. The TMA tiles read the
-  // table before the wait too, as a guess for L2 hints (FwdKernel::early_l2), so its reads after
-  // it must skip the guess's lines in L1; two repetitions leave random bits in the buffer instead
-  // of the stale table, where the guess names entries outside page_indices and pages outside the
-  // pool. Modules: the producer warp's 128-key tile (pages of 16, 128 pages per part), the 128-key
+  // table, and equal bit for bit the same call given that table directly. Two repetitions leave
+  // random bits in the buffer instead of the stale table: a read before the wait would then name
+  // entries outside page_indices and pages outside the pool. Modules: the producer warp's 128-key tile (pages of 16, 128 pages per part), the 128-key
   // tile in boxes of 64 rows, the cp.async module at pages of 5 with its page list staged.
   TRACE_SEED();
   const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);

@@ -743,15 +743,15 @@ struct FwdKernel {
   // for its first kStages K/V tiles and its Q rows before it waits for the kernel ahead, so its
   // first copies find them there instead of one DRAM latency after the wait. Hints are safe there
   // even where that kernel writes what they name (a cache append, a RoPE): its stores land in L2.
-  // Contiguous K/V: init() reads no device memory, so the block knows its tiles that early. Paged
-  // K/V with a settled table: init() runs early anyway. Paged K/V otherwise: the block guesses its
-  // pages from the table as it stands (a serving step's table is written before the layers run,
-  // so the guess is nearly always right), its reads bounded by the table's size and made past L1
-  // (ld_keep_in_l2), then reads the table again after the wait, from L2.
+  // The block must know its tiles that early: contiguous K/V, whose init() reads no device
+  // memory, and paged K/V with a settled table, whose init() runs early anyway. (A paged block
+  // with an unsettled table that guessed its pages from the table as it stood, then read it again
+  // after the wait, was 1-4% slower at Llama-3-70B B1 / 32k on an H100: the guess's two dependent
+  // loads outlasted the wait. bench/results/2026-12-07-h100-session56/call1/.)
   static constexpr bool kEarlyL2 = kTmaDecode && !Spec::kDocument && !Spec::kBlockSparse;
 
   // kEarlyL2's hints for the first kStages K/V tiles (contiguous: thread 0; paged: a thread per
-  // box) and the lines of the block's Q rows. w may be a guess (paged K/V, the table unsettled).
+  // box) and the lines of the block's Q rows.
   static __device__ __forceinline__ void early_l2(const FwdParams& p, const W& w) {
     if constexpr (Spec::kPagedKV) {
       const int boxes = kBN / p.tma_box_rows;  // per tile (the box divides the tile)
@@ -774,15 +774,8 @@ struct FwdKernel {
     bool settled = false;
     if constexpr (kSettledTable) settled = p.page_table_settled != 0;
     // init() runs before the wait where it reads no table the grid ahead may write.
-    const bool hints = kEarlyL2 && p.early_l2 != 0 && p.tma_kv != 0;
     const bool init_early = settled || (kEarlyL2 && !Spec::kPagedKV);
-    if (!init_early) {
-      if constexpr (kEarlyL2 && Spec::kPagedKV) {
-        W guess;  // from the table as it stands (kEarlyL2)
-        if (hints && guess.init(p)) early_l2(p, guess);
-      }
-      grid_dependency_wait();  // (the next grid is let in after the main loop, below)
-    }
+    if (!init_early) grid_dependency_wait();  // (the next grid is let in after the main loop, below)
     if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
     Element* sK = sQ + kQTile;  // kStages stages
@@ -790,7 +783,7 @@ struct FwdKernel {
     Element* sV = sK + kStages * kKVTile;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
-    if (init_early && hints) early_l2(p, w);
+    if (kEarlyL2 && init_early && p.early_l2 != 0 && p.tma_kv != 0) early_l2(p, w);
     if constexpr (kEarlyL2 && !Spec::kPagedKV) grid_dependency_wait();
     // The computing warps copy the block's page ids (the producer warp points at them later).
     bool staged = false;

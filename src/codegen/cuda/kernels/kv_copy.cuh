@@ -209,16 +209,11 @@ struct KvCopy {
   }
 
   // Asks L2 for the paged box of key j (its K and V, every column block) before the grid
-  // dependency wait. w may be a guess from a table the grid ahead is writing: the table entry read
-  // must lie in page_indices, and a page id outside the pages only names boxes the copy engine
-  // bounds by the map.
+  // dependency wait (a settled table: Kernel::run's kEarlyL2).
   static __device__ __forceinline__ void prefetch_box_l2(const FwdParams& p, const W& w, int j) {
     if (j >= w.len_k) return;
-    int slot, row;
-    w.page_pos(p, j, slot, row);
-    const af_i64 e = (w.pages - p.page_indices) + slot;
-    if (e < 0 || e >= p.page_ids) return;
-    const int page = ld_keep_in_l2(p.page_indices + e);
+    int row;
+    const int page = w.page_of(p, j, row);
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb) {
       tma_prefetch_l2_4d(p.tma_k, cb * 64, row, w.hk, page);

@@ -148,9 +148,9 @@ struct FwdParams {
   int tma_kv;
   int tma_box_rows;
   // Decode tiles by TMA launched as programmatic dependents: ask L2 for the first K/V tiles and Q
-  // before the grid dependency wait (FwdKernel::kEarlyL2; ATTNFUSE_CUDA_EARLY_L2=0: 0).
+  // before the grid dependency wait where they know them then (FwdKernel::kEarlyL2;
+  // ATTNFUSE_CUDA_EARLY_L2=0: 0).
   int early_l2;
-  int page_ids;  // paged K/V: the entries of page_indices, which bound those hints' reads of the table
   alignas(64) unsigned char tma_k[128];
   alignas(64) unsigned char tma_v[128];
 

@@ -131,14 +131,11 @@ __device__ __forceinline__ void prefetch_l2(const void* a) { asm volatile("prefe
 // Asks L1 for the line at `a`: for data the block reads itself a few hundred cycles later.
 __device__ __forceinline__ void prefetch_l1(const void* a) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a)); }
 
-// The load skips L1 (.cg): a decode block may read the table before its grid dependency wait as
-// a guess for L2 hints (FwdKernel::early_l2), and its reads after the wait must then find the grid
-// ahead's writes in L2, not the guess's line in L1.
 __device__ __forceinline__ int ld_keep_in_l2(const int* a) {
   int v;
   unsigned long long policy;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  asm volatile("ld.global.cg.L2::cache_hint.b32 %0, [%1], %2;\n" : "=r"(v) : "l"(a), "l"(policy) : "memory");
+  asm volatile("ld.global.L2::cache_hint.b32 %0, [%1], %2;\n" : "=r"(v) : "l"(a), "l"(policy) : "memory");
   return v;
 }
 
