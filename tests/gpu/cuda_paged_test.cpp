@@ -197,8 +197,9 @@ TEST_F(CudaDecode, PagedTableWrittenByTheKernelAheadIsReadAfterIt) {
   // which a premature read would use. Each paged call must match the reference on the written
   // table, and equal bit for bit the same call given that table directly. Two repetitions leave
   // random bits in the buffer instead of the stale table: a read before the wait would then name
-  // entries outside page_indices and pages outside the pool. Modules: the producer warp's 128-key tile (pages of 16, 128 pages per part), the 128-key
-  // tile in boxes of 64 rows, the cp.async module at pages of 5 with its page list staged.
+  // entries outside page_indices and pages outside the pool. Modules: the producer warp's 128-key
+  // tile (pages of 16, 128 pages per part), the 128-key tile in boxes of 64 rows, the cp.async
+  // module at pages of 5 with its page list staged.
   TRACE_SEED();
   const KernelSpec spec = cuda_spec(kCausal, DType::BF16, 128);
   const KernelSpec writer = cuda_spec("softmax(scaled_dot_product(Q, K)) @ V", DType::BF16, 64);

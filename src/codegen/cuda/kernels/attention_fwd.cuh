@@ -755,10 +755,13 @@ struct FwdKernel {
   static __device__ __forceinline__ void early_l2(const FwdParams& p, const W& w) {
     if constexpr (Spec::kPagedKV) {
       const int boxes = kBN / p.tma_box_rows;  // per tile (the box divides the tile)
-      for (int c = threadIdx.x; c < kStages * boxes; c += blockDim.x)
-        if (w.it_begin + c / boxes < w.it_end) KV::prefetch_box_l2(p, w, w.tile(p, w.it_begin + c / boxes) * kBN + c % boxes * p.tma_box_rows);
+      for (int c = threadIdx.x; c < kStages * boxes; c += blockDim.x) {
+        const int it = w.it_begin + c / boxes;
+        if (it < w.it_end) KV::prefetch_box_l2(p, w, w.tile(p, it) * kBN + c % boxes * p.tma_box_rows);
+      }
     } else if (threadIdx.x == 0) {
-      for (int s = 0; s < kStages && w.it_begin + s < w.it_end; ++s) KV::prefetch_kv_l2(p, w, w.tile(p, w.it_begin + s));
+      for (int it = w.it_begin; it < w.it_begin + kStages && it < w.it_end; ++it)
+        KV::prefetch_kv_l2(p, w, w.tile(p, it));
     }
     constexpr int kLines = kD * (int)sizeof(Element) / 128;  // 128-byte lines of a Q row
     const int rows = w.rows - w.m0 < kBM ? w.rows - w.m0 : kBM;
