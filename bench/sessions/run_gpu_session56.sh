@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fifty-sixth session, on an H200 only unless ANY_CARD=1 (exit 3 elsewhere: the decode ties, the
 # 70B B1 / 32k cell and the merge gap are the H200's). Carry .devcarry from
-# bench/make_device_carry.sh, plus for the merge A/B the kernel directories
-# .devcarry/merge_variants/spread/ (the templates with ../experiments/merge_states_spread_runs.patch
-# rebased onto the 16-bit entry, which keeps its contiguous chunks) and lb4/ (kMinBlocks 4).
+# bench/make_device_carry.sh. The merge A/B's kernel directories .devcarry/merge_variants/spread/
+# (the templates with ../experiments/merge_states_spread_runs_w16half.patch: the spread runs rebased
+# onto the 16-bit entry, which keeps its contiguous chunks) and lb4/ (kMinBlocks 4) are made on the
+# device where the carry lacks them.
 # PARTS picks, in order (default "tests ab sweep"):
 #   tests: CudaDecode.* (the decode and paged GPU tests), then under compute-sanitizer memcheck the
 #          chained-call tests, where the early L2 hints run before the grid dependency wait
@@ -47,6 +48,18 @@ for part in ${PARTS:-tests ab sweep}; do
       peer_sweep sweep_all all "$(left 150)"
       ;;
     merge)
+      # The kernel directories, where the carry lacks them: the templates with the spread patch
+      # (rebased onto the 16-bit entry), and with kMinBlocks 4.
+      for v in spread lb4; do
+        dir=.devcarry/merge_variants/$v
+        [ -d "$dir" ] && continue
+        mkdir -p "$dir" && cp src/codegen/cuda/kernels/*.cuh "$dir/"
+        case $v in
+          spread) patch -s -d "$dir" -p5 < bench/experiments/merge_states_spread_runs_w16half.patch ;;
+          lb4) sed -i 's/kMinBlocks = 1;/kMinBlocks = 4;/' "$dir/merge_states.cuh" ;;
+        esac
+        say "made $dir: $(grep -c 'load_runs\|kMinBlocks = 4' "$dir/merge_states.cuh") marker lines"
+      done
       say "== merge: the merge A/B (run_gpu_session54.sh, ONLY_MERGE=1 GRAPH=1)"
       CAP=$(left 999) ONLY_MERGE=1 GRAPH=1 MERGE_VARIANTS="${MERGE_VARIANTS:-new half spread lb4}" \
         OUT="$OUT/merge" bash "$(dirname "$0")/run_gpu_session54.sh" > "$W/merge_session.log" 2>&1
