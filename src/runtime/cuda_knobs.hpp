@@ -78,9 +78,9 @@ bool wgmma_producer_enabled();
 // ATTNFUSE_CUDA_PDL=0 launches every kernel in stream order, without programmatic dependent
 // launch, whatever LaunchTuning::dependent_launch says (CudaKernel::plan).
 bool dependent_launch_enabled();
-// ATTNFUSE_CUDA_EARLY_L2=0 stops contiguous TMA decode tiles launched as programmatic dependents
-// from asking L2 for their first K/V tiles and Q before the grid dependency wait
-// (FwdParams::early_l2).
+// ATTNFUSE_CUDA_EARLY_L2=0 stops TMA decode tiles launched as programmatic dependents (contiguous
+// K/V, or a settled page table) from asking L2 for their first K/V tiles and Q before the grid
+// dependency wait (FwdParams::early_l2).
 bool early_l2_enabled();
 // ATTNFUSE_NVRTC_LINEINFO=1 compiles kernels with source line information (nvrtc_options).
 bool nvrtc_lineinfo_enabled();

@@ -786,7 +786,7 @@ struct FwdKernel {
     Element* sV = sK + kStages * kKVTile;
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
-    if (kEarlyL2 && init_early && p.early_l2 != 0 && p.tma_kv != 0) early_l2(p, w);
+    if (kEarlyL2 && init_early && p.early_l2 != 0) early_l2(p, w);
     if constexpr (kEarlyL2 && !Spec::kPagedKV) grid_dependency_wait();
     // The computing warps copy the block's page ids (the producer warp points at them later).
     bool staged = false;

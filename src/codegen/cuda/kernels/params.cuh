@@ -149,7 +149,7 @@ struct FwdParams {
   int tma_box_rows;
   // Decode tiles by TMA launched as programmatic dependents: ask L2 for the first K/V tiles and Q
   // before the grid dependency wait where they know them then (FwdKernel::kEarlyL2;
-  // ATTNFUSE_CUDA_EARLY_L2=0: 0).
+  // ATTNFUSE_CUDA_EARLY_L2=0: 0). Set only with tma_kv (the hints name the tensor maps' boxes).
   int early_l2;
   alignas(64) unsigned char tma_k[128];
   alignas(64) unsigned char tma_v[128];
