@@ -83,6 +83,16 @@ std::optional<int64_t> parse_paged_deep_max_tiles_knob(const char* text) {
   return n;
 }
 
+std::optional<int> parse_early_l2_knob(const char* text) {
+  if (empty(text)) return std::nullopt;
+  int n = 0;
+  char tail = 0;
+  if (std::sscanf(text, "%d%c", &n, &tail) != 1 || n < 0 || n > 16)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("ATTNFUSE_CUDA_EARLY_L2='{}' is not a tile count from 0 (no hints) to 16", text));
+  return n;
+}
+
 std::optional<int> parse_tma_l2_promotion_knob(const char* text) {
   if (empty(text)) return std::nullopt;
   const std::string v(text);
@@ -159,7 +169,7 @@ bool decode_producer_enabled() {
 }
 
 bool merge_half_entry_enabled() {
-  static const bool on = knob_opted_in("ATTNFUSE_CUDA_MERGE_HALF");
+  static const bool on = knob_on("ATTNFUSE_CUDA_MERGE_HALF");
   return on;
 }
 
@@ -173,9 +183,9 @@ bool dependent_launch_enabled() {
   return on;
 }
 
-bool early_l2_enabled() {
-  static const bool on = knob_on("ATTNFUSE_CUDA_EARLY_L2");
-  return on;
+int early_l2_tiles() {
+  static const int tiles = parse_early_l2_knob(std::getenv("ATTNFUSE_CUDA_EARLY_L2")).value_or(kEarlyL2DefaultTiles);
+  return tiles;
 }
 
 bool nvrtc_lineinfo_enabled() {

@@ -67,9 +67,9 @@ Sparse64Rows sparse_64_rows_mode();
 // ATTNFUSE_CUDA_DECODE_PRODUCER=1 gives Hopper's TMA decode tiles a producer warp that issues
 // their copies (TileConfig::producer_warp): an experiment, off by default until measured.
 bool decode_producer_enabled();
-// ATTNFUSE_CUDA_MERGE_HALF=1 gives merges of 16-bit states in chunks of 16 their own entry, which
-// holds the loaded words instead of floats (merge_states_entry): an experiment, off by default
-// until timed on an H200.
+// Merges of 16-bit states in chunks of 16 take their own entry, which holds the loaded words
+// instead of floats (merge_states_entry; the H200's cascade prefill 66 -> 51 us); with
+// ATTNFUSE_CUDA_MERGE_HALF=0 they take the chunk-of-16 entry of every dtype.
 bool merge_half_entry_enabled();
 // ATTNFUSE_CUDA_WGMMA_PRODUCER=0 takes the Hopper wgmma prefill tile's producer warpgroup away
 // (TileConfig::producer_warp, set by passes::cuda_arch_tile): its loader is then a thread of
@@ -78,10 +78,13 @@ bool wgmma_producer_enabled();
 // ATTNFUSE_CUDA_PDL=0 launches every kernel in stream order, without programmatic dependent
 // launch, whatever LaunchTuning::dependent_launch says (CudaKernel::plan).
 bool dependent_launch_enabled();
-// ATTNFUSE_CUDA_EARLY_L2=0 stops TMA decode tiles launched as programmatic dependents (contiguous
-// K/V, or a settled page table) from asking L2 for their first K/V tiles and Q before the grid
-// dependency wait (FwdParams::early_l2).
-bool early_l2_enabled();
+// ATTNFUSE_CUDA_EARLY_L2: how many K/V tiles a TMA decode tile launched as a programmatic
+// dependent (contiguous K/V, or a settled page table) asks L2 for, with its Q rows, before the grid
+// dependency wait (FwdParams::early_l2; the kernel takes at most its stages). 0 stops the hints;
+// unset or empty: kEarlyL2DefaultTiles. Other text than 0-16 is refused.
+inline constexpr int kEarlyL2DefaultTiles = 16;  // every stage the tile has
+std::optional<int> parse_early_l2_knob(const char* text);
+int early_l2_tiles();
 // ATTNFUSE_NVRTC_LINEINFO=1 compiles kernels with source line information (nvrtc_options).
 bool nvrtc_lineinfo_enabled();
 // The tensor maps' L2 promotion override (parse_tma_l2_promotion_knob).

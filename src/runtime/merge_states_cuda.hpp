@@ -25,8 +25,8 @@ attnfuse_kernels::MergeStatesParams merge_states_params(std::span<const Attentio
                                                         const AttentionState& out, int multiprocessors = 0);
 
 // The module entry that runs p (codegen::cuda::merge_states_entry_name): p.vec's, or with `half`
-// (ATTNFUSE_CUDA_MERGE_HALF=1, an experiment until it is timed on an H200) the entry of chunks of
-// 16 over 16-bit states when p takes chunks of 16 and every state is bf16 or fp16. No GPU needed.
+// (the default; ATTNFUSE_CUDA_MERGE_HALF=0 clears it) the entry of chunks of 16 over 16-bit states
+// when p takes chunks of 16 and every state is bf16 or fp16. No GPU needed.
 int merge_states_entry(const attnfuse_kernels::MergeStatesParams& p, bool half);
 
 // out = merge(states) on `stream`; every pointer is device memory. Validates first (Error before

@@ -18,6 +18,8 @@ TEST(CudaKnobs, UnsetOrEmptyMeansNoOverride) {
   EXPECT_FALSE(parse_paged_deep_max_tiles_knob(""));
   EXPECT_FALSE(parse_tma_l2_promotion_knob(nullptr));  // the runtime's per-kernel choice
   EXPECT_FALSE(parse_tma_l2_promotion_knob(""));
+  EXPECT_FALSE(parse_early_l2_knob(nullptr));  // kEarlyL2DefaultTiles
+  EXPECT_FALSE(parse_early_l2_knob(""));
 }
 
 TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
@@ -62,6 +64,9 @@ TEST(CudaKnobs, WellFormedValuesBecomeTiles) {
   EXPECT_EQ(parse_tma_l2_promotion_knob("64"), 1);
   EXPECT_EQ(parse_tma_l2_promotion_knob("128"), 2);
   EXPECT_EQ(parse_tma_l2_promotion_knob("256"), 3);
+  EXPECT_EQ(parse_early_l2_knob("0"), 0);  // no hints
+  EXPECT_EQ(parse_early_l2_knob("1"), 1);
+  EXPECT_EQ(parse_early_l2_knob("16"), 16);
 }
 
 TEST(CudaKnobs, MalformedValuesNameTheKnob) {
@@ -88,6 +93,8 @@ TEST(CudaKnobs, MalformedValuesNameTheKnob) {
     refused(parse_paged_deep_max_tiles_knob, bad, "ATTNFUSE_CUDA_PAGED_DEEP_MAX_TILES");
   for (const char* bad : {"0", "32", "512", "256 ", "None", "L2_256B"})
     refused(parse_tma_l2_promotion_knob, bad, "ATTNFUSE_CUDA_TMA_L2_PROMOTE");
+  for (const char* bad : {"-1", "17", "2,", "1x", "on", " "})
+    refused(parse_early_l2_knob, bad, "ATTNFUSE_CUDA_EARLY_L2");
   for (const char* bad : {"2", "on", "ALL", "1 "})
     refused(parse_sparse_64_rows_knob, bad, "ATTNFUSE_CUDA_SPARSE_64_ROWS");
 }

@@ -740,7 +740,7 @@ struct FwdKernel {
   // calls take no documents or block masks, whose offsets init() would also read.
   static constexpr bool kSettledTable = Spec::kPagedKV && !Spec::kDocument && !Spec::kBlockSparse;
   // A decode tile by TMA whose launch is a programmatic dependent (FwdParams::early_l2) asks L2
-  // for its first kStages K/V tiles and its Q rows before it waits for the kernel ahead, so its
+  // for its first K/V tiles (up to kStages) and its Q rows before it waits for the kernel ahead, so its
   // first copies find them there instead of one DRAM latency after the wait. Hints are safe there
   // even where that kernel writes what they name (a cache append, a RoPE): its stores land in L2.
   // The block must know its tiles that early: contiguous K/V, whose init() reads no device
@@ -750,17 +750,18 @@ struct FwdKernel {
   // loads outlasted the wait. bench/results/2026-12-07-h100-session56/call1/.)
   static constexpr bool kEarlyL2 = kTmaDecode && !Spec::kDocument && !Spec::kBlockSparse;
 
-  // kEarlyL2's hints for the first kStages K/V tiles (contiguous: thread 0; paged: a thread per
-  // box) and the lines of the block's Q rows.
+  // kEarlyL2's hints for the block's first p.early_l2 K/V tiles, at most kStages (contiguous:
+  // thread 0; paged: a thread per box), and the lines of its Q rows.
   static __device__ __forceinline__ void early_l2(const FwdParams& p, const W& w) {
+    const int tiles = p.early_l2 < kStages ? p.early_l2 : kStages;
     if constexpr (Spec::kPagedKV) {
       const int boxes = kBN / p.tma_box_rows;  // per tile (the box divides the tile)
-      for (int c = threadIdx.x; c < kStages * boxes; c += blockDim.x) {
+      for (int c = threadIdx.x; c < tiles * boxes; c += blockDim.x) {
         const int it = w.it_begin + c / boxes;
         if (it < w.it_end) KV::prefetch_box_l2(p, w, w.tile(p, it) * kBN + c % boxes * p.tma_box_rows);
       }
     } else if (threadIdx.x == 0) {
-      for (int it = w.it_begin; it < w.it_begin + kStages && it < w.it_end; ++it)
+      for (int it = w.it_begin; it < w.it_begin + tiles && it < w.it_end; ++it)
         KV::prefetch_kv_l2(p, w, w.tile(p, it));
     }
     constexpr int kLines = kD * (int)sizeof(Element) / 128;  // 128-byte lines of a Q row

@@ -120,7 +120,8 @@ struct MergeStatesKernel {
   // no chunk when the head dim is 0). m, sum and nan describe the row when it returns. kHalf: every
   // state is bf16 or fp16 (kW 8 or 16), so a state's chunk stays as its kW / 2 loaded words until
   // it is weighted, not kW floats: 62 registers instead of 76 at kW = 16 on sm_90, four blocks
-  // per SM instead of three (an entry of its own; ATTNFUSE_CUDA_MERGE_HALF=1 takes it).
+  // per SM instead of three (an entry of its own, taken unless ATTNFUSE_CUDA_MERGE_HALF=0: the
+  // H200's cascade prefill merge 66 -> 51 us, bench/results/2026-12-07-h200-session57/call1/).
   template <int kW, bool kHalf = false>
   static __device__ __forceinline__ void merge_row(const MergeStatesParams& p, unsigned b, unsigned h, unsigned i,
                                                    int d, int stride, float& m, float& sum, bool& nan) {

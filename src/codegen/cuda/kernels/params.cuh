@@ -147,9 +147,10 @@ struct FwdParams {
   // tma_box_rows rows (gcd(page_size, block_k), at least 8).
   int tma_kv;
   int tma_box_rows;
-  // Decode tiles by TMA launched as programmatic dependents: ask L2 for the first K/V tiles and Q
-  // before the grid dependency wait where they know them then (FwdKernel::kEarlyL2;
-  // ATTNFUSE_CUDA_EARLY_L2=0: 0). Set only with tma_kv (the hints name the tensor maps' boxes).
+  // Decode tiles by TMA launched as programmatic dependents: ask L2 for this many of their first
+  // K/V tiles (at most their stages) and for Q before the grid dependency wait where they know
+  // them then (FwdKernel::kEarlyL2; ATTNFUSE_CUDA_EARLY_L2, 0: no hints). Nonzero only with tma_kv
+  // (the hints name the tensor maps' boxes).
   int early_l2;
   alignas(64) unsigned char tma_k[128];
   alignas(64) unsigned char tma_v[128];
