@@ -5,6 +5,7 @@
 #   ab:    gpu_decode.py --suite decode and --suite paged, ours only, ATTNFUSE_CUDA_EARLY_L2 16 / 1 / 0
 #          (every stage hinted, the first tile only, none), two interleaved rounds: on the H200 the
 #          every-stage hints read level to 1% slower (call1/), on H100s 1.4-4.7% faster;
+#   abd:   the same, --suite decode only;
 #   merge: gpu_merge_states.py --graph, ours only, the 16-bit states' entry (now the default) against
 #          ATTNFUSE_CUDA_MERGE_HALF=0, two interleaved rounds; then with the peers, graphed;
 #   tests: CudaDecode.* and CudaMergeStates.* (the hints' tile count and the 16-bit entry by default).
@@ -24,10 +25,10 @@ merge_run() {  # name, round [env...]
 }
 for part in ${PARTS:-ab merge tests}; do
   case $part in
-    ab)
-      say "== ab: ATTNFUSE_CUDA_EARLY_L2 16 / 1 / 0"
+    ab | abd)
+      say "== $part: ATTNFUSE_CUDA_EARLY_L2 16 / 1 / 0"
       knob_ab ATTNFUSE_CUDA_EARLY_L2 "16 1 0" decode 60
-      knob_ab ATTNFUSE_CUDA_EARLY_L2 "16 1 0" paged 30
+      [ $part = ab ] && knob_ab ATTNFUSE_CUDA_EARLY_L2 "16 1 0" paged 30
       ;;
     merge)
       say "== merge: the 16-bit entry (default) / ATTNFUSE_CUDA_MERGE_HALF=0, graphed, ours only"
