@@ -26,6 +26,16 @@ bool knob_opted_in(const char* name) {
   return env && std::string(env) == "1";
 }
 
+// An integer knob from lo to hi (`what` names it in the error: "a split count from 1 to 128").
+std::optional<int> parse_int_knob(const char* text, const char* knob, int lo, int hi, const char* what) {
+  if (empty(text)) return std::nullopt;
+  int n = 0;
+  char tail = 0;
+  if (std::sscanf(text, "%d%c", &n, &tail) != 1 || n < lo || n > hi)
+    throw Error(ErrorCode::Unsupported, fmt::format("{}='{}' is not {}", knob, text, what));
+  return n;
+}
+
 }  // namespace
 
 std::optional<TileConfig> parse_tile_knob(const char* text) {
@@ -64,13 +74,7 @@ std::optional<TileConfig> parse_decode_tile_knob(const char* text) {
 }
 
 std::optional<int> parse_decode_splits_knob(const char* text) {
-  if (empty(text)) return std::nullopt;
-  int n = 0;
-  char tail = 0;
-  if (std::sscanf(text, "%d%c", &n, &tail) != 1 || n < 1 || n > 128)
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("ATTNFUSE_CUDA_DECODE_SPLITS='{}' is not a split count from 1 to 128", text));
-  return n;
+  return parse_int_knob(text, "ATTNFUSE_CUDA_DECODE_SPLITS", 1, 128, "a split count from 1 to 128");
 }
 
 std::optional<int64_t> parse_paged_deep_max_tiles_knob(const char* text) {
@@ -84,13 +88,7 @@ std::optional<int64_t> parse_paged_deep_max_tiles_knob(const char* text) {
 }
 
 std::optional<int> parse_early_l2_knob(const char* text) {
-  if (empty(text)) return std::nullopt;
-  int n = 0;
-  char tail = 0;
-  if (std::sscanf(text, "%d%c", &n, &tail) != 1 || n < 0 || n > 16)
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("ATTNFUSE_CUDA_EARLY_L2='{}' is not a tile count from 0 (no hints) to 16", text));
-  return n;
+  return parse_int_knob(text, "ATTNFUSE_CUDA_EARLY_L2", 0, 16, "a tile count from 0 (no hints) to 16");
 }
 
 std::optional<int> parse_tma_l2_promotion_knob(const char* text) {
