@@ -88,7 +88,9 @@ std::optional<int64_t> parse_paged_deep_max_tiles_knob(const char* text) {
 }
 
 std::optional<int> parse_early_l2_knob(const char* text) {
-  return parse_int_knob(text, "ATTNFUSE_CUDA_EARLY_L2", 0, 16, "a tile count from 0 (no hints) to 16");
+  static_assert(kEarlyL2DefaultTiles == 16, "the default is the most a call may ask for, which the message names");
+  return parse_int_knob(text, "ATTNFUSE_CUDA_EARLY_L2", 0, kEarlyL2DefaultTiles,
+                        "a tile count from 0 (no hints) to 16");
 }
 
 std::optional<int> parse_tma_l2_promotion_knob(const char* text) {

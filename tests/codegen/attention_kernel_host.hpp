@@ -27,6 +27,7 @@
 #include "common/dtype.hpp"
 #include "passes/tile_sizes.hpp"
 #include "reference/reference.hpp"
+#include "runtime/cuda_knobs.hpp"
 #include "runtime/device_block_mask.hpp"
 #include "runtime/rope_args.hpp"
 #include "runtime/sparse_work.hpp"
@@ -486,7 +487,7 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
                  host_tile_map(p.tma_v, p.v, B, Hkv, Nk, D, p.v_stride, Spec::kBlockN);
     }
     ASSERT_TRUE(p.tma_kv) << "the copy engine refused the test's tensors";
-    p.early_l2 = 16;  // every stage, as a programmatic dependent (the kernel takes it where it applies: kEarlyL2)
+    p.early_l2 = runtime::kEarlyL2DefaultTiles;  // as a programmatic dependent (the kernel takes it: kEarlyL2)
   }
 
   attnfuse_host_cuda::lag = call.lag;

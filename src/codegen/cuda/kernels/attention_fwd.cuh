@@ -777,8 +777,10 @@ struct FwdKernel {
       if (threadIdx.x == 0 && p.tma_kv != 0) tma_prefetch_map(p.tma_k), tma_prefetch_map(p.tma_v);
     bool settled = false;
     if constexpr (kSettledTable) settled = p.page_table_settled != 0;
-    // init() runs before the wait where it reads no table the grid ahead may write.
-    const bool init_early = settled || (kEarlyL2 && !Spec::kPagedKV);
+    // init() runs before the wait where it reads no table the grid ahead may write: a settled one,
+    // or none (contiguous K/V, where the hints want the block's tiles before the wait).
+    constexpr bool kContiguousEarly = kEarlyL2 && !Spec::kPagedKV;
+    const bool init_early = settled || kContiguousEarly;
     if (!init_early) grid_dependency_wait();  // (the next grid is let in after the main loop, below)
     if constexpr (kWgmma) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;  // swizzle atoms
     Element* sQ = reinterpret_cast<Element*>(smem_raw);
@@ -788,7 +790,7 @@ struct FwdKernel {
     W w;
     if (!w.init(p)) return;  // uniform over the block: a document slot with no rows
     if (kEarlyL2 && init_early && p.early_l2 != 0) early_l2(p, w);
-    if constexpr (kEarlyL2 && !Spec::kPagedKV) grid_dependency_wait();
+    if constexpr (kContiguousEarly) grid_dependency_wait();
     // The computing warps copy the block's page ids (the producer warp points at them later).
     bool staged = false;
     if constexpr (KV::kPageList > 0)
