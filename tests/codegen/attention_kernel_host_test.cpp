@@ -240,6 +240,34 @@ TEST(AttentionKernelOnHost, SplitDecodeMergesItsPartsInTheKernel) {
   check_kernel<Decode64>(kCausal, 1, 4, 1, 2, 97, 4, rng);   // more parts than tiles: empty parts
 }
 
+// ATTNFUSE_CUDA_MERGE_LANDING: the last block lands every part's rows in shared memory before
+// merging them. The values and their order are the loads' in passes, so the bits must be equal:
+// two rows per warp (a group of 8 on 4 warps), one (a group of 4), rows in turn (12 rows: a warp
+// merges three), parts with no key, D = 64 (half the lanes copy) and D = 256 (two chunks a lane).
+TEST(AttentionKernelOnHost, SplitMergeLandingGivesTheSameBits) {
+  struct Case {
+    int hq, nq, nk, splits;
+  };
+  const auto same_bits = [](auto spec, const Case& c, int seed) {
+    using Spec = decltype(spec);
+    std::vector<double> bits[2];
+    for (int landing = 0; landing < 2; ++landing) {
+      std::mt19937 rng(seed);  // the same inputs both times
+      check_kernel<Spec>(kCausal, 1, c.hq, 1, c.nq, c.nk, c.splits, rng,
+                         {.merge_landing = landing == 1, .result = &bits[landing]});
+    }
+    ASSERT_EQ(bits[0].size(), bits[1].size());
+    for (size_t i = 0; i < bits[0].size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint64_t>(bits[0][i]), std::bit_cast<uint64_t>(bits[1][i])) << "element " << i;
+  };
+  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {8, 1, 389, 3}, 31);  // two rows a warp
+  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 1, 300, 5}, 32);  // one row a warp
+  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 3, 333, 4}, 33);  // three rows a warp in turn
+  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 2, 97, 4}, 34);   // parts with no key
+  same_bits(HostSpec<f16_t, 128, kDecodeSplit>{}, {8, 1, 1100, 9}, 35);  // more than kUnroll parts
+  same_bits(HostSpec<bf16_t, 256, kDecodeSplit>{}, {4, 1, 200, 3}, 36);
+}
+
 // The prefill tiles: causal tiles on the diagonal masked per cell, the others without masks.
 TEST(AttentionKernelOnHost, PrefillTilesMaskTheDiagonalAndTheWindow) {
   std::mt19937 rng(11);

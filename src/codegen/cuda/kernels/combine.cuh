@@ -43,32 +43,55 @@ struct SplitMerge {
     }
   }
 
+  // The landing area of land_floats(kR, S) floats that rows_of_warp may take for kR rows of S splits:
+  // one 16-byte slot per (row, split, chunk of a lane, lane), lanes adjacent (no bank conflicts).
+  static constexpr int kLandSlotsPerRow = 32 * kPerLane;
+  static __device__ __forceinline__ int land_floats(int r, int splits) { return r * splits * kLandSlotsPerRow * 4; }
+
   static __device__ void row(const float* part_o, const float* part_lse, int num_splits, af_i64 rows, af_i64 row,
-                             float* weight, int lane, Element* dst, float* lse) {
+                             float* weight, int lane, Element* dst, float* lse, float4* land = nullptr) {
     const af_i64 r[1] = {row};
     Element* const d[1] = {dst};
     float* const l[1] = {lse};
-    rows_of_warp<1>(part_o, part_lse, num_splits, rows, r, weight, lane, d, l);
+    rows_of_warp<1>(part_o, part_lse, num_splits, rows, r, weight, lane, d, l, land);
   }
 
   // kR rows at once (`weight`: kR x kMaxSplits floats): their loads go out together, so a warp
   // that merges two rows (Llama-3-70B's 8 heads per group on 4 warps) waits for the latencies of
   // one. A row with a null dst is not written (pass a valid row index for it all the same). The
   // arithmetic of each row is row()'s, in the same order, so both give the same bits.
+  //
+  // `land` (shared memory, land_floats(kR, num_splits) floats, 16-byte aligned; or null): every
+  // split's rows go there by cp.async.cg (L2 only, as __ldcg) at once, beside the LSE loads, so the
+  // row pass waits for no memory latency of its own instead of one per kUnroll splits, and holds no
+  // more registers for it. Each lane reads back only the slots it copied, which
+  // cp.async.wait_group alone makes visible to it. The values and their order are the register
+  // path's, so the bits are too.
   template <int kR>
   static __device__ void rows_of_warp(const float* part_o, const float* part_lse, int num_splits, af_i64 rows,
                                       const af_i64 (&row)[kR], float* weight, int lane, Element* const (&dst)[kR],
-                                      float* const (&lse)[kR]) {
+                                      float* const (&lse)[kR], float4* land = nullptr) {
     const float ninf = __int_as_float(0xff800000u);
-    __syncwarp();  // the warp's previous rows are done with `weight`
+    __syncwarp();  // the warp's previous rows are done with `weight` (and `land`)
     // Every load is independent of the weights, so the LSEs (lanes over the splits, once each)
-    // and the first kUnroll rows go out together: the merge waits for two or three memory
-    // latencies, not one per pass (it is the tail of a split decode call).
+    // and the first kUnroll rows (or, landing, all of them) go out together: the merge waits for
+    // two or three memory latencies, not one per pass (it is the tail of a split decode call).
     float4 v[kR][kUnroll][kPerLane];
     float l[kR][kLsePerLane];
+    const auto slot = [&](int j, int s, int k) { return land + ((j * num_splits + s) * kPerLane + k) * 32 + lane; };
+    if (land) {
+      for (int j = 0; j < kR; ++j)
+        for (int s = 0; s < num_splits; ++s) {
+          const float4* src = reinterpret_cast<const float4*>(part_o + (s * rows + row[j]) * kDv);
+#pragma unroll
+          for (int k = 0; k < kPerLane; ++k)
+            if (lane + 32 * k < kChunks) cp_async_16(smem_addr(slot(j, s, k)), src + lane + 32 * k, 16);
+        }
+      cp_async_commit();
+    }
 #pragma unroll
     for (int j = 0; j < kR; ++j) {
-      load_rows(part_o, num_splits, rows, row[j], lane, 0, v[j]);
+      if (!land) load_rows(part_o, num_splits, rows, row[j], lane, 0, v[j]);
 #pragma unroll
       for (int q = 0; q < kLsePerLane; ++q) {
         const int s = lane + 32 * q;
@@ -104,11 +127,26 @@ struct SplitMerge {
     for (int j = 0; j < kR; ++j)
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k) acc[j][k] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (land) {
+      cp_async_wait<0>();
+      __syncwarp();  // a compiler barrier too: the slots' reads stay below the wait (its asm names no memory)
+    }
     for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
-      if (s0 > 0)
+      if (land) {
+#pragma unroll
+        for (int j = 0; j < kR; ++j)
+          if (sum[j] > 0.f)
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+              for (int k = 0; k < kPerLane; ++k)
+                v[j][u][k] = lane + 32 * k < kChunks ? *slot(j, s0 + u < num_splits ? s0 + u : s0, k)
+                                                     : make_float4(0.f, 0.f, 0.f, 0.f);
+      } else if (s0 > 0) {
 #pragma unroll
         for (int j = 0; j < kR; ++j)
           if (sum[j] > 0.f) load_rows(part_o, num_splits, rows, row[j], lane, s0, v[j]);
+      }
 #pragma unroll
       for (int j = 0; j < kR; ++j) {
         if (!(sum[j] > 0.f)) continue;
