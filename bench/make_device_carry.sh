@@ -9,4 +9,10 @@ rm -rf .devcarry && mkdir -p .devcarry/lib
 cp build-dev/bin/test_gpu build-dev/bin/dispatch_bench build-dev/bin/attnfuse .devcarry/
 cp build-dev/lib/libattnfuse_c.so .devcarry/lib/
 for l in libfmt.so.9 libgomp.so.1 libcrypto.so.3; do cp -L "/usr/lib/x86_64-linux-gnu/$l" .devcarry/lib/; done
+# BASE_KERNELS=<commit>: that commit's kernel templates beside the build, in .devcarry/basek, for
+# an A/B through ATTNFUSE_KERNEL_DIR against the embedded ones (FwdParams' layout must match).
+if [ -n "${BASE_KERNELS:-}" ]; then
+  mkdir -p .devcarry/basek
+  git archive "$BASE_KERNELS" src/codegen/cuda/kernels | tar -x --strip-components=4 -C .devcarry/basek
+fi
 du -sh .devcarry

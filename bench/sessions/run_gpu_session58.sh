@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Fifty-eighth session, on any card (the card goes to the digest). Carry .devcarry from
 # bench/make_device_carry.sh, with the kernels of 9cd0168 (before the landing code) beside it:
-#   bash bench/make_device_carry.sh && mkdir -p .devcarry/basek &&
-#     git archive 9cd0168 src/codegen/cuda/kernels | tar -x --strip-components=4 -C .devcarry/basek
+#   BASE_KERNELS=9cd0168 bash bench/make_device_carry.sh
 # PARTS picks, in order (default "land tests landp abd merge"; CAP bounds the whole, default 570 s):
 #   land:  gpu_decode.py --suite decode, ours only, two interleaved rounds of three arms:
 #          ATTNFUSE_CUDA_MERGE_LANDING=0 (the default), =1 (the split merge's parts landed in
