@@ -9,7 +9,6 @@
 // the emitter's producer and thread count (check_kernel).
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -221,21 +220,11 @@ TEST(HopperKernelOnHost, TmaPagedDecode) {
 // merge in passes. Llama-3-70B's form first: a group of 8 on the 128-key tile, 16 parts.
 TEST(HopperKernelOnHost, TmaSplitMergeLandingGivesTheSameBits) {
   constexpr Features kPaged{.paged = true, .page_slots = 1024};
-  const auto same_bits = [](auto spec, int hq, int nk, int splits, int page_size, int seed) {
-    using Spec = decltype(spec);
-    std::vector<double> bits[2];
-    for (int landing = 0; landing < 2; ++landing) {
-      std::mt19937 rng(seed);  // the same inputs both times
-      check_kernel<Spec>(kCausal, 1, hq, 1, 1, nk, splits, rng,
-                         {.page_size = page_size, .merge_landing = landing == 1, .result = &bits[landing]});
-    }
-    ASSERT_EQ(bits[0].size(), bits[1].size());
-    for (size_t i = 0; i < bits[0].size(); ++i)
-      ASSERT_EQ(std::bit_cast<uint64_t>(bits[0][i]), std::bit_cast<uint64_t>(bits[1][i])) << "element " << i;
-  };
-  same_bits(HostSpec<bf16_t, 128, kTmaDecodeWideSplit>{}, 8, 4000, 16, 0, 61);
-  same_bits(HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>{}, 8, 1301, 5, 16, 62);
-  same_bits(HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>{}, 4, 700, 6, 16, 63);
+  check_landing_same_bits<HostSpec<bf16_t, 128, kTmaDecodeWideSplit>>(kCausal, 8, 1, 4000, 16, 61);
+  check_landing_same_bits<HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 8, 1, 1301, 5, 62,
+                                                                                 {.page_size = 16});
+  check_landing_same_bits<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 4, 1, 700, 6, 63,
+                                                                            {.page_size = 16});
 }
 
 // The stage barriers under the two adversarial schedules the emulator has for them.

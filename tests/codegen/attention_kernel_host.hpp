@@ -527,5 +527,22 @@ void check_kernel(const std::string& program, int B, int Hq, int Hkv, int Nq, in
   }
 }
 
+// One split call run with FwdParams::merge_landing off and then on, on the same inputs (both
+// from `seed`), each checked as check_kernel checks it: O and the LSE must have the same bits.
+template <class Spec>
+void check_landing_same_bits(const std::string& program, int Hq, int Nq, int Nk, int splits, int seed,
+                             CallOptions call = {}) {
+  std::vector<double> bits[2];
+  for (int landing = 0; landing < 2; ++landing) {
+    std::mt19937 rng(seed);
+    call.merge_landing = landing == 1;
+    call.result = &bits[landing];
+    check_kernel<Spec>(program, 1, Hq, 1, Nq, Nk, splits, rng, call);
+  }
+  ASSERT_EQ(bits[0].size(), bits[1].size());
+  for (size_t i = 0; i < bits[0].size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint64_t>(bits[0][i]), std::bit_cast<uint64_t>(bits[1][i])) << "element " << i;
+}
+
 }  // namespace kernel_host_test
 }  // namespace attnfuse

@@ -246,33 +246,19 @@ TEST(AttentionKernelOnHost, SplitDecodeMergesItsPartsInTheKernel) {
 // merges three), parts with no key, D = 64 (half the lanes copy) and D = 256 (two chunks a lane),
 // and shares too large for the stages.
 TEST(AttentionKernelOnHost, SplitMergeLandingGivesTheSameBits) {
-  struct Case {
-    int hq, nq, nk, splits;
-  };
-  const auto same_bits = [](auto spec, const Case& c, int seed) {
-    using Spec = decltype(spec);
-    std::vector<double> bits[2];
-    for (int landing = 0; landing < 2; ++landing) {
-      std::mt19937 rng(seed);  // the same inputs both times
-      check_kernel<Spec>(kCausal, 1, c.hq, 1, c.nq, c.nk, c.splits, rng,
-                         {.merge_landing = landing == 1, .result = &bits[landing]});
-    }
-    ASSERT_EQ(bits[0].size(), bits[1].size());
-    for (size_t i = 0; i < bits[0].size(); ++i)
-      ASSERT_EQ(std::bit_cast<uint64_t>(bits[0][i]), std::bit_cast<uint64_t>(bits[1][i])) << "element " << i;
-  };
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {8, 1, 389, 3}, 31);  // two rows a warp
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 1, 300, 5}, 32);  // one row a warp
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 3, 333, 4}, 33);  // three rows a warp in turn
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 2, 97, 4}, 34);   // parts with no key
-  same_bits(HostSpec<f16_t, 128, kDecodeSplit>{}, {8, 1, 1100, 9}, 35);  // more than kUnroll parts
-  same_bits(HostSpec<bf16_t, 256, kDecodeSplit>{}, {4, 1, 200, 3}, 36);
+  using Decode64 = HostSpec<bf16_t, 64, kDecodeSplit>;
+  check_landing_same_bits<Decode64>(kCausal, 8, 1, 389, 3, 31);  // two rows a warp
+  check_landing_same_bits<Decode64>(kCausal, 4, 1, 300, 5, 32);  // one row a warp
+  check_landing_same_bits<Decode64>(kCausal, 4, 3, 333, 4, 33);  // three rows a warp in turn
+  check_landing_same_bits<Decode64>(kCausal, 4, 2, 97, 4, 34);   // parts with no key
+  check_landing_same_bits<HostSpec<f16_t, 128, kDecodeSplit>>(kCausal, 8, 1, 1100, 9, 35);  // more than kUnroll parts
+  check_landing_same_bits<HostSpec<bf16_t, 256, kDecodeSplit>>(kCausal, 4, 1, 200, 3, 36);
   // Shares past the stages at D = 64 (54 KB: 24 parts fit at one row a warp, 12 at two), where the
   // knob's merge loads in passes all the same; then the largest shares that fit.
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 1, 1700, 25}, 37);
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {8, 1, 900, 13}, 38);
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {4, 1, 1600, 24}, 39);
-  same_bits(HostSpec<bf16_t, 64, kDecodeSplit>{}, {8, 1, 800, 12}, 40);
+  check_landing_same_bits<Decode64>(kCausal, 4, 1, 1700, 25, 37);
+  check_landing_same_bits<Decode64>(kCausal, 8, 1, 900, 13, 38);
+  check_landing_same_bits<Decode64>(kCausal, 4, 1, 1600, 24, 39);
+  check_landing_same_bits<Decode64>(kCausal, 8, 1, 800, 12, 40);
 }
 
 // The prefill tiles: causal tiles on the diagonal masked per cell, the others without masks.

@@ -29,24 +29,34 @@ struct SplitMerge {
   static constexpr int kLsePerLane = kMaxSplits / 32;
   static constexpr int kUnroll = 8;  // splits whose rows load at once
 
-  // The kUnroll partial rows of splits s0, s0 + 1, ... (past the last split: split s0 again), a
-  // 16-byte load per chunk: lane c holds dims 4c .. 4c + 3 (and 4c + 128 .. at D = 256).
-  static __device__ __forceinline__ void load_rows(const float* part_o, int num_splits, af_i64 rows, af_i64 row,
-                                                   int lane, int s0, float4 (&v)[kUnroll][kPerLane]) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = s0 + u < num_splits ? s0 + u : s0;
-      const float4* src = reinterpret_cast<const float4*>(part_o + (s * rows + row) * kDv);
-#pragma unroll
-      for (int k = 0; k < kPerLane; ++k)
-        v[u][k] = lane + 32 * k < kChunks ? __ldcg(src + lane + 32 * k) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  }
-
   // The landing area of land_floats(kR, S) floats that rows_of_warp may take for kR rows of S splits:
   // one 16-byte slot per (row, split, chunk of a lane, lane), lanes adjacent (no bank conflicts).
   static constexpr int kLandSlotsPerRow = 32 * kPerLane;
   static __device__ __forceinline__ int land_floats(int r, int splits) { return r * splits * kLandSlotsPerRow * 4; }
+
+  // Split s's partial row `row`: in part_o, or in its landing slots where `landed` (the row's first
+  // slot) is set. Either way chunk c of it is at [c]: lane c holds dims 4c .. 4c + 3 (and
+  // 4c + 128 .. at D = 256).
+  static __device__ __forceinline__ const float4* part_row(const float* part_o, af_i64 rows, af_i64 row, int s,
+                                                            const float4* landed) {
+    return landed ? landed + s * kLandSlotsPerRow : reinterpret_cast<const float4*>(part_o + (s * rows + row) * kDv);
+  }
+
+  // The kUnroll partial rows of splits s0, s0 + 1, ... (past the last split: split s0 again), a
+  // 16-byte load per chunk, from L2 or from the landing slots.
+  static __device__ __forceinline__ void load_rows(const float* part_o, int num_splits, af_i64 rows, af_i64 row,
+                                                   int lane, int s0, float4 (&v)[kUnroll][kPerLane],
+                                                   const float4* landed = nullptr) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const float4* src = part_row(part_o, rows, row, s0 + u < num_splits ? s0 + u : s0, landed);
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) {
+        const int c = lane + 32 * k;
+        v[u][k] = c >= kChunks ? make_float4(0.f, 0.f, 0.f, 0.f) : landed ? src[c] : __ldcg(src + c);
+      }
+    }
+  }
 
   static __device__ void row(const float* part_o, const float* part_lse, int num_splits, af_i64 rows, af_i64 row,
                              float* weight, int lane, Element* dst, float* lse, float4* land = nullptr) {
@@ -78,14 +88,17 @@ struct SplitMerge {
     // two or three memory latencies, not one per pass (it is the tail of a split decode call).
     float4 v[kR][kUnroll][kPerLane];
     float l[kR][kLsePerLane];
-    const auto slot = [&](int j, int s, int k) { return land + ((j * num_splits + s) * kPerLane + k) * 32 + lane; };
+    const auto landed = [&](int j) -> float4* { return land ? land + j * num_splits * kLandSlotsPerRow : nullptr; };
     if (land) {
       for (int j = 0; j < kR; ++j)
         for (int s = 0; s < num_splits; ++s) {
-          const float4* src = reinterpret_cast<const float4*>(part_o + (s * rows + row[j]) * kDv);
+          const float4* src = part_row(part_o, rows, row[j], s, nullptr);
+          const float4* dst = part_row(part_o, rows, row[j], s, landed(j));
 #pragma unroll
-          for (int k = 0; k < kPerLane; ++k)
-            if (lane + 32 * k < kChunks) cp_async_16(smem_addr(slot(j, s, k)), src + lane + 32 * k, 16);
+          for (int k = 0; k < kPerLane; ++k) {
+            const int c = lane + 32 * k;
+            if (c < kChunks) cp_async_16(smem_addr(dst + c), src + c, 16);
+          }
         }
       cp_async_commit();
     }
@@ -132,21 +145,10 @@ struct SplitMerge {
       __syncwarp();  // a compiler barrier too: the slots' reads stay below the wait (its asm names no memory)
     }
     for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
-      if (land) {
+      if (land || s0 > 0)
 #pragma unroll
         for (int j = 0; j < kR; ++j)
-          if (sum[j] > 0.f)
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-              for (int k = 0; k < kPerLane; ++k)
-                v[j][u][k] = lane + 32 * k < kChunks ? *slot(j, s0 + u < num_splits ? s0 + u : s0, k)
-                                                     : make_float4(0.f, 0.f, 0.f, 0.f);
-      } else if (s0 > 0) {
-#pragma unroll
-        for (int j = 0; j < kR; ++j)
-          if (sum[j] > 0.f) load_rows(part_o, num_splits, rows, row[j], lane, s0, v[j]);
-      }
+          if (sum[j] > 0.f) load_rows(part_o, num_splits, rows, row[j], lane, s0, v[j], landed(j));
 #pragma unroll
       for (int j = 0; j < kR; ++j) {
         if (!(sum[j] > 0.f)) continue;
