@@ -2,6 +2,8 @@
 # Fifty-eighth session, on any card (the card goes to the digest). Carry .devcarry from
 # bench/make_device_carry.sh, with the kernels of 9cd0168 (before the landing code) beside it:
 #   BASE_KERNELS=9cd0168 bash bench/make_device_carry.sh
+# Ran at feb09b7 in the fifty-ninth session (bench/results/2026-12-07-h100-session59/). The landing
+# knob was removed after it: the land / landp arms need bench/experiments/decode_merge_landing.patch.
 # PARTS picks, in order (default "land tests landp abd merge"; CAP bounds the whole, default 570 s):
 #   land:  gpu_decode.py --suite decode, ours only, two interleaved rounds of three arms:
 #          ATTNFUSE_CUDA_MERGE_LANDING=0 (the default), =1 (the split merge's parts landed in

@@ -173,11 +173,6 @@ bool merge_half_entry_enabled() {
   return on;
 }
 
-bool merge_landing_enabled() {
-  static const bool on = knob_opted_in("ATTNFUSE_CUDA_MERGE_LANDING");
-  return on;
-}
-
 bool wgmma_producer_enabled() {
   static const bool on = knob_on("ATTNFUSE_CUDA_WGMMA_PRODUCER");
   return on;

@@ -71,10 +71,6 @@ bool decode_producer_enabled();
 // instead of floats (merge_states_entry; the H200's cascade prefill 66 -> 51 us); with
 // ATTNFUSE_CUDA_MERGE_HALF=0 they take the chunk-of-16 entry of every dtype.
 bool merge_half_entry_enabled();
-// ATTNFUSE_CUDA_MERGE_LANDING=1: a split call's last block lands every part's partial rows in
-// shared memory by cp.async at once before its merge (FwdParams::merge_landing): an experiment,
-// off by default until measured. The merge's bits are the same either way.
-bool merge_landing_enabled();
 // ATTNFUSE_CUDA_WGMMA_PRODUCER=0 takes the Hopper wgmma prefill tile's producer warpgroup away
 // (TileConfig::producer_warp, set by passes::cuda_arch_tile): its loader is then a thread of
 // warpgroup 1, as before the seventeenth session.

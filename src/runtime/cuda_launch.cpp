@@ -278,7 +278,6 @@ void CudaKernel::launch(const AttentionArgs& args, const ScalarArgs& scalars, CU
   }
   // Early L2 hints pay only where the block waits for a kernel ahead: as a programmatic dependent.
   p.early_l2 = p.tma_kv && pl.dependent_launch ? early_l2_tiles() : 0;
-  p.merge_landing = merge_landing_enabled() ? 1 : 0;
   p.num_splits = pl.num_splits;
   const int64_t rows = B * Hq * Nq;
   // Partial rows (O and LSE) and merge counters: split-KV's S x rows with a counter per tile when

@@ -215,18 +215,6 @@ TEST(HopperKernelOnHost, TmaPagedDecode) {
                                                                 {.page_size = 16, .tensor_maps = false});
 }
 
-// ATTNFUSE_CUDA_MERGE_LANDING on the TMA decode tiles: the last block's parts land in stages the
-// copy engine filled (and, with the producer warp, after that warp has gone), with the bits of the
-// merge in passes. Llama-3-70B's form first: a group of 8 on the 128-key tile, 16 parts.
-TEST(HopperKernelOnHost, TmaSplitMergeLandingGivesTheSameBits) {
-  constexpr Features kPaged{.paged = true, .page_slots = 1024};
-  check_landing_same_bits<HostSpec<bf16_t, 128, kTmaDecodeWideSplit>>(kCausal, 8, 1, 4000, 16, 61);
-  check_landing_same_bits<HostSpec<f16_t, 128, kTmaDecodeWideProduced, kPaged>>(kCausal, 8, 1, 1301, 5, 62,
-                                                                                 {.page_size = 16});
-  check_landing_same_bits<HostSpec<bf16_t, 64, kTmaDecode64Split, kPaged>>(kCausal, 4, 1, 700, 6, 63,
-                                                                            {.page_size = 16});
-}
-
 // The stage barriers under the two adversarial schedules the emulator has for them.
 // - The computing warps lag (attnfuse_host_cuda::Lag: they run only while no other thread can,
 //   and give way before every mbarrier wait), and tensor copies land at issue: the loader or

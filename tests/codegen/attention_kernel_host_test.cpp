@@ -240,27 +240,6 @@ TEST(AttentionKernelOnHost, SplitDecodeMergesItsPartsInTheKernel) {
   check_kernel<Decode64>(kCausal, 1, 4, 1, 2, 97, 4, rng);   // more parts than tiles: empty parts
 }
 
-// ATTNFUSE_CUDA_MERGE_LANDING: the last block lands every part's rows in shared memory before
-// merging them. The values and their order are the loads' in passes, so the bits must be equal:
-// two rows per warp (a group of 8 on 4 warps), one (a group of 4), rows in turn (12 rows: a warp
-// merges three), parts with no key, D = 64 (half the lanes copy) and D = 256 (two chunks a lane),
-// and shares too large for the stages.
-TEST(AttentionKernelOnHost, SplitMergeLandingGivesTheSameBits) {
-  using Decode64 = HostSpec<bf16_t, 64, kDecodeSplit>;
-  check_landing_same_bits<Decode64>(kCausal, 8, 1, 389, 3, 31);  // two rows a warp
-  check_landing_same_bits<Decode64>(kCausal, 4, 1, 300, 5, 32);  // one row a warp
-  check_landing_same_bits<Decode64>(kCausal, 4, 3, 333, 4, 33);  // three rows a warp in turn
-  check_landing_same_bits<Decode64>(kCausal, 4, 2, 97, 4, 34);   // parts with no key
-  check_landing_same_bits<HostSpec<f16_t, 128, kDecodeSplit>>(kCausal, 8, 1, 1100, 9, 35);  // more than kUnroll parts
-  check_landing_same_bits<HostSpec<bf16_t, 256, kDecodeSplit>>(kCausal, 4, 1, 200, 3, 36);
-  // Shares past the stages at D = 64 (54 KB: 24 parts fit at one row a warp, 12 at two), where the
-  // knob's merge loads in passes all the same; then the largest shares that fit.
-  check_landing_same_bits<Decode64>(kCausal, 4, 1, 1700, 25, 37);
-  check_landing_same_bits<Decode64>(kCausal, 8, 1, 900, 13, 38);
-  check_landing_same_bits<Decode64>(kCausal, 4, 1, 1600, 24, 39);
-  check_landing_same_bits<Decode64>(kCausal, 8, 1, 800, 12, 40);
-}
-
 // The prefill tiles: causal tiles on the diagonal masked per cell, the others without masks.
 TEST(AttentionKernelOnHost, PrefillTilesMaskTheDiagonalAndTheWindow) {
   std::mt19937 rng(11);

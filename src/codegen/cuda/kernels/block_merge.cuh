@@ -120,15 +120,6 @@ struct BlockMerge {
     if (!*last) return;
     const int lane = threadIdx.x & 31, wid = threadIdx.x / 32;
     const int end = w.m0 + kBM < w.rows ? w.m0 + kBM : w.rows;
-    const bool two_rows = end - w.m0 > kWarps && end - w.m0 <= 2 * kWarps;  // the two-row form below
-    const int per_warp = two_rows ? 2 : 1;                                   // rows a warp merges at once
-    // FwdParams::merge_landing: each warp lands its rows' partials in the stages past the weights
-    // (SplitMerge::rows_of_warp) where every warp's share fits, else it loads them in passes.
-    constexpr int kWeightFloats = (1 + kWarps * 2 * Rule::kMaxSplits + 3) / 4 * 4;  // `last`, the weights; 16 B
-    const int land_floats = Rule::land_floats(per_warp, S);
-    float4* const land = p.merge_landing && kWeightFloats + kWarps * land_floats <= kScratchBytes / 4
-                             ? reinterpret_cast<float4*>(scratch + kWeightFloats + wid * land_floats)
-                             : nullptr;
     // Row r of the tile: its partial rows' index, its O row and LSE (null past the tile's rows).
     const auto at = [&](int r, af_i64& idx, Element*& dst, float*& lse) {
       const bool real = r < end;
@@ -139,7 +130,7 @@ struct BlockMerge {
       dst = real ? static_cast<Element*>(p.o) + w.b * p.o_stride[0] + h * p.o_stride[1] + qi * p.o_stride[2] : nullptr;
       lse = real && p.lse ? p.lse + w.b * p.lse_stride[0] + h * p.lse_stride[1] + qi : nullptr;
     };
-    if (two_rows) {
+    if (end - w.m0 > kWarps && end - w.m0 <= 2 * kWarps) {
       // Up to two rows per warp (Llama-3-70B's 8 heads per group on 4 warps): merged together,
       // waiting for one row's memory latencies instead of two rows' in turn. On the H200, 70B B1
       // / 32k 0.0408 -> 0.0405 ms, paged 0.0435 -> 0.0431 at pages of 64, the rest level
@@ -151,7 +142,7 @@ struct BlockMerge {
       at(w.m0 + wid, idx[0], dst[0], lse[0]);
       at(w.m0 + wid + kWarps, idx[1], dst[1], lse[1]);
       Rule::template rows_of_warp<2>(part_o, part_lse, S, stride, idx, weight + wid * 2 * Rule::kMaxSplits, lane,
-                                      dst, lse, land);
+                                      dst, lse);
       return;
     }
     for (int r = w.m0 + wid; r < end; r += kWarps) {
@@ -159,7 +150,7 @@ struct BlockMerge {
       Element* dst;
       float* lse;
       at(r, idx, dst, lse);
-      Rule::row(part_o, part_lse, S, stride, idx, weight + wid * Rule::kMaxSplits, lane, dst, lse, land);
+      Rule::row(part_o, part_lse, S, stride, idx, weight + wid * Rule::kMaxSplits, lane, dst, lse);
     }
   }
 };

@@ -29,82 +29,46 @@ struct SplitMerge {
   static constexpr int kLsePerLane = kMaxSplits / 32;
   static constexpr int kUnroll = 8;  // splits whose rows load at once
 
-  // The landing area of land_floats(kR, S) floats that rows_of_warp may take for kR rows of S splits:
-  // one 16-byte slot per (row, split, chunk of a lane, lane), lanes adjacent (no bank conflicts).
-  static constexpr int kLandSlotsPerRow = 32 * kPerLane;
-  static __device__ __forceinline__ int land_floats(int r, int splits) { return r * splits * kLandSlotsPerRow * 4; }
-
-  // Split s's partial row `row`: in part_o, or in its landing slots where `landed` (the row's first
-  // slot) is set. Either way chunk c of it is at [c]: lane c holds dims 4c .. 4c + 3 (and
-  // 4c + 128 .. at D = 256).
-  static __device__ __forceinline__ const float4* part_row(const float* part_o, af_i64 rows, af_i64 row, int s,
-                                                            const float4* landed) {
-    return landed ? landed + s * kLandSlotsPerRow : reinterpret_cast<const float4*>(part_o + (s * rows + row) * kDv);
-  }
-
   // The kUnroll partial rows of splits s0, s0 + 1, ... (past the last split: split s0 again), a
-  // 16-byte load per chunk, from L2 or from the landing slots.
+  // 16-byte load per chunk: lane c holds dims 4c .. 4c + 3 (and 4c + 128 .. at D = 256).
   static __device__ __forceinline__ void load_rows(const float* part_o, int num_splits, af_i64 rows, af_i64 row,
-                                                   int lane, int s0, float4 (&v)[kUnroll][kPerLane],
-                                                   const float4* landed = nullptr) {
+                                                   int lane, int s0, float4 (&v)[kUnroll][kPerLane]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const float4* src = part_row(part_o, rows, row, s0 + u < num_splits ? s0 + u : s0, landed);
+      const int s = s0 + u < num_splits ? s0 + u : s0;
+      const float4* src = reinterpret_cast<const float4*>(part_o + (s * rows + row) * kDv);
 #pragma unroll
-      for (int k = 0; k < kPerLane; ++k) {
-        const int c = lane + 32 * k;
-        v[u][k] = c >= kChunks ? make_float4(0.f, 0.f, 0.f, 0.f) : landed ? src[c] : __ldcg(src + c);
-      }
+      for (int k = 0; k < kPerLane; ++k)
+        v[u][k] = lane + 32 * k < kChunks ? __ldcg(src + lane + 32 * k) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 
   static __device__ void row(const float* part_o, const float* part_lse, int num_splits, af_i64 rows, af_i64 row,
-                             float* weight, int lane, Element* dst, float* lse, float4* land = nullptr) {
+                             float* weight, int lane, Element* dst, float* lse) {
     const af_i64 r[1] = {row};
     Element* const d[1] = {dst};
     float* const l[1] = {lse};
-    rows_of_warp<1>(part_o, part_lse, num_splits, rows, r, weight, lane, d, l, land);
+    rows_of_warp<1>(part_o, part_lse, num_splits, rows, r, weight, lane, d, l);
   }
 
   // kR rows at once (`weight`: kR x kMaxSplits floats): their loads go out together, so a warp
   // that merges two rows (Llama-3-70B's 8 heads per group on 4 warps) waits for the latencies of
   // one. A row with a null dst is not written (pass a valid row index for it all the same). The
   // arithmetic of each row is row()'s, in the same order, so both give the same bits.
-  //
-  // `land` (shared memory, land_floats(kR, num_splits) floats, 16-byte aligned; or null): every
-  // split's rows go there by cp.async.cg (L2 only, as __ldcg) at once, beside the LSE loads, so the
-  // row pass waits for no memory latency of its own instead of one per kUnroll splits, and holds no
-  // more registers for it. Each lane reads back only the slots it copied, which
-  // cp.async.wait_group alone makes visible to it. The values and their order are the register
-  // path's, so the bits are too.
   template <int kR>
   static __device__ void rows_of_warp(const float* part_o, const float* part_lse, int num_splits, af_i64 rows,
                                       const af_i64 (&row)[kR], float* weight, int lane, Element* const (&dst)[kR],
-                                      float* const (&lse)[kR], float4* land = nullptr) {
+                                      float* const (&lse)[kR]) {
     const float ninf = __int_as_float(0xff800000u);
-    __syncwarp();  // the warp's previous rows are done with `weight` (and `land`)
+    __syncwarp();  // the warp's previous rows are done with `weight`
     // Every load is independent of the weights, so the LSEs (lanes over the splits, once each)
-    // and the first kUnroll rows (or, landing, all of them) go out together: the merge waits for
-    // two or three memory latencies, not one per pass (it is the tail of a split decode call).
+    // and the first kUnroll rows go out together: the merge waits for two or three memory
+    // latencies, not one per pass (it is the tail of a split decode call).
     float4 v[kR][kUnroll][kPerLane];
     float l[kR][kLsePerLane];
-    const auto landed = [&](int j) -> float4* { return land ? land + j * num_splits * kLandSlotsPerRow : nullptr; };
-    if (land) {
-      for (int j = 0; j < kR; ++j)
-        for (int s = 0; s < num_splits; ++s) {
-          const float4* src = part_row(part_o, rows, row[j], s, nullptr);
-          const float4* dst = part_row(part_o, rows, row[j], s, landed(j));
-#pragma unroll
-          for (int k = 0; k < kPerLane; ++k) {
-            const int c = lane + 32 * k;
-            if (c < kChunks) cp_async_16(smem_addr(dst + c), src + c, 16);
-          }
-        }
-      cp_async_commit();
-    }
 #pragma unroll
     for (int j = 0; j < kR; ++j) {
-      if (!land) load_rows(part_o, num_splits, rows, row[j], lane, 0, v[j]);
+      load_rows(part_o, num_splits, rows, row[j], lane, 0, v[j]);
 #pragma unroll
       for (int q = 0; q < kLsePerLane; ++q) {
         const int s = lane + 32 * q;
@@ -140,15 +104,11 @@ struct SplitMerge {
     for (int j = 0; j < kR; ++j)
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k) acc[j][k] = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (land) {
-      cp_async_wait<0>();
-      __syncwarp();  // a compiler barrier too: the slots' reads stay below the wait (its asm names no memory)
-    }
     for (int s0 = 0; s0 < num_splits; s0 += kUnroll) {
-      if (land || s0 > 0)
+      if (s0 > 0)
 #pragma unroll
         for (int j = 0; j < kR; ++j)
-          if (sum[j] > 0.f) load_rows(part_o, num_splits, rows, row[j], lane, s0, v[j], landed(j));
+          if (sum[j] > 0.f) load_rows(part_o, num_splits, rows, row[j], lane, s0, v[j]);
 #pragma unroll
       for (int j = 0; j < kR; ++j) {
         if (!(sum[j] > 0.f)) continue;

@@ -152,10 +152,6 @@ struct FwdParams {
   // them then (FwdKernel::kEarlyL2; ATTNFUSE_CUDA_EARLY_L2, 0: no hints). Nonzero only with tma_kv
   // (the hints name the tensor maps' boxes).
   int early_l2;
-  // A split call's last block lands every part's partial rows in shared memory at once
-  // (BlockMerge::parts, SplitMerge::rows_of_warp) instead of loading them kUnroll parts a pass;
-  // ATTNFUSE_CUDA_MERGE_LANDING=1, an experiment until timed.
-  int merge_landing;
   alignas(64) unsigned char tma_k[128];
   alignas(64) unsigned char tma_v[128];
 
