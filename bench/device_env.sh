@@ -76,10 +76,10 @@ suite_ab() {  # suite, rows, limit [gpu_decode.py args...]
 # KNOB at each of VALUES (a space-separated list), two interleaved rounds, each run within LIMIT
 # seconds: logs in $W/SUITE_KNOB=VALUE_r{1,2}.log; says each run's attnfuse rows. Extra
 # arguments go to gpu_decode.py.
-knob_ab() {  # knob, values, suite, limit [gpu_decode.py args...]
+knob_ab() {  # knob, values, suite, limit [gpu_decode.py args...]; $ROUNDS interleaved rounds (2)
   local knob=$1 values=$2 suite=$3 limit=$4 round v name
   shift 4
-  for round in 1 2; do
+  for ((round = 1; round <= ${ROUNDS:-2}; ++round)); do
     for v in $values; do
       name="${suite}_${knob}=${v}_r$round"
       env "$knob=$v" timeout "$(left "$limit")" python3 bench/gpu_decode.py --lib .devcarry/lib/libattnfuse_c.so \
@@ -141,6 +141,30 @@ producer_probe() {  # name, kernel dir, pages, limit
 }
 # Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
 # a script sets its own default CAP before calling).
+# The merge_states A/B: gpu_merge_states.py --graph, ours only, the 16-bit entry (the default)
+# against ATTNFUSE_CUDA_MERGE_HALF=0, two interleaved rounds; then with the peers, graphed
+# ($OUT/merge_states_graphed.json).
+merge_run() {  # name, round [env...]
+  local name=$1 round=$2
+  shift 2
+  env "$@" timeout "$(left 40)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so --ours-only \
+    --graph > "$W/merge_${name}_r$round.log" 2>&1
+  say "r$round $name rc=$? $(grep -E '^(cascade|16|64)' "$W/merge_${name}_r$round.log" |
+    sed -E 's/ +([0-9.]+ MB): attnfuse ([0-9.]+ us).*/: \2/' | tr '\n' ';')"
+}
+merge_part() {
+  local round
+  say "== merge: the 16-bit entry (default) / ATTNFUSE_CUDA_MERGE_HALF=0, graphed, ours only"
+  for round in 1 2; do
+    merge_run half "$round"
+    merge_run full "$round" ATTNFUSE_CUDA_MERGE_HALF=0
+  done
+  say "== the merge with the peers, graphed"
+  timeout "$(left 90)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so --graph \
+    --json "$OUT/merge_states_graphed.json" > "$W/merge_bench_graphed.log" 2>&1
+  say "rc=$?"
+  grep -E '^(#|cascade|16|64|Traceback|[A-Za-z]*Error)' "$W/merge_bench_graphed.log" >> "$D"
+}
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
 # The Llama-3.2-3B rope parameters (for window_bench programs: rope(Q, K, $LLAMA32_ROPE)).
 LLAMA32_ROPE="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"

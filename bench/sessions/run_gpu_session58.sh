@@ -43,14 +43,6 @@ land_ab() {  # suite, limit per run, arms
     done
   done
 }
-merge_run() {  # name, round [env...]
-  local name=$1 round=$2
-  shift 2
-  env "$@" timeout "$(left 40)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so --ours-only \
-    --graph > "$W/merge_${name}_r$round.log" 2>&1
-  say "r$round $name rc=$? $(grep -E '^(cascade|16|64)' "$W/merge_${name}_r$round.log" |
-    sed -E 's/ +([0-9.]+ MB): attnfuse ([0-9.]+ us).*/: \2/' | tr '\n' ';')"
-}
 for part in ${PARTS:-land tests landp abd merge}; do
   case $part in
     land)
@@ -70,18 +62,7 @@ for part in ${PARTS:-land tests landp abd merge}; do
       say "== abd: ATTNFUSE_CUDA_EARLY_L2 16 / 1 / 0"
       knob_ab ATTNFUSE_CUDA_EARLY_L2 "16 1 0" decode 60
       ;;
-    merge)
-      say "== merge: the 16-bit entry (default) / ATTNFUSE_CUDA_MERGE_HALF=0, graphed, ours only"
-      for round in 1 2; do
-        merge_run half "$round"
-        merge_run full "$round" ATTNFUSE_CUDA_MERGE_HALF=0
-      done
-      say "== the merge with the peers, graphed"
-      timeout "$(left 90)" python3 bench/gpu_merge_states.py --lib .devcarry/lib/libattnfuse_c.so --graph \
-        --json "$OUT/merge_states_graphed.json" > "$W/merge_bench_graphed.log" 2>&1
-      say "rc=$?"
-      grep -E '^(#|cascade|16|64|Traceback|[A-Za-z]*Error)' "$W/merge_bench_graphed.log" >> "$D"
-      ;;
+    merge) merge_part ;;
   esac
   tar czf "$OUT/logs.tgz" -C "$W" .
 done
