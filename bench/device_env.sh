@@ -37,11 +37,11 @@ memcheck_tests() {  # name, filter, limit
 # The whole GPU suite in SHARDS shards at once (default 4) within LIMIT seconds, each with its
 # own compile cache (the tests are bound by NVRTC on the host's cores, not by the GPU), into
 # $W/tests_shard0.. ; says each shard's summary and failures. BIN: another carried build's tests.
-gpu_suite_sharded() {  # limit [shards [bin]]
+gpu_suite_sharded() {  # limit [shards [bin]]; $FILTER (a --gtest_filter) runs part of the suite
   local i n=${2:-4} bin=${3:-.devcarry/test_gpu}
   for ((i = 0; i < n; ++i)); do
     ( GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i ATTNFUSE_CACHE_DIR=/tmp/attnfuse-cache-shard$i \
-        timeout "$1" "$bin" > "$W/tests_shard$i.log" 2>&1
+        timeout "$1" "$bin" ${FILTER:+--gtest_filter="$FILTER"} > "$W/tests_shard$i.log" 2>&1
       echo $? > "$W/tests_shard$i.rc" ) &
   done
   wait
