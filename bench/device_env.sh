@@ -139,8 +139,6 @@ producer_probe() {  # name, kernel dir, pages, limit
   python3 bench/decode_phase_probe.py "$W/$1.raw" --warmup 4 2>&1 | grep -E "pre|loop  " | tee -a "$D"
   python3 bench/experiments/producer_probe_summary.py "$W/$1.raw" --warmup 4 2>&1 | tee -a "$D"
 }
-# Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
-# a script sets its own default CAP before calling).
 # The merge_states A/B: gpu_merge_states.py --graph, ours only, the 16-bit entry (the default)
 # against ATTNFUSE_CUDA_MERGE_HALF=0, two interleaved rounds; then with the peers, graphed
 # ($OUT/merge_states_graphed.json).
@@ -165,6 +163,8 @@ merge_part() {
   say "rc=$?"
   grep -E '^(#|cascade|16|64|Traceback|[A-Za-z]*Error)' "$W/merge_bench_graphed.log" >> "$D"
 }
+# Seconds a step may take: at most $1, and what is left of CAP (seconds since the script began;
+# a script sets its own default CAP before calling).
 left() { local l=$((${CAP:-560} - SECONDS)); [ $l -lt 10 ] && l=1; echo $((l < $1 ? l : $1)); }
 # The Llama-3.2-3B rope parameters (for window_bench programs: rope(Q, K, $LLAMA32_ROPE)).
 LLAMA32_ROPE="base=500000, rope_type=llama3, factor=32, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192"
